@@ -1,0 +1,45 @@
+# Helpers that keep each module's CMakeLists.txt to a few lines.
+
+# Flags every kagi target gets.
+function(kagi_target_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+  if(KAGI_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE -Wthread-safety)
+  endif()
+  if(KAGI_SANITIZE STREQUAL "address")
+    target_compile_options(${target} PUBLIC -fsanitize=address,undefined -fno-omit-frame-pointer
+                                            -fno-sanitize-recover=undefined)
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  elseif(KAGI_SANITIZE STREQUAL "thread")
+    target_compile_options(${target} PUBLIC -fsanitize=thread -fno-omit-frame-pointer)
+    target_link_options(${target} PUBLIC -fsanitize=thread)
+  endif()
+endfunction()
+
+# kagi_module(NAME DEPS dep...): a static library kagi_NAME from every .cpp in this folder
+# (and its detail/ subfolder). Public headers are included as "kagi/<module>/x.hpp" through
+# the framework include root.
+function(kagi_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp
+       ${CMAKE_CURRENT_SOURCE_DIR}/detail/*.cpp)
+  add_library(kagi_${name} STATIC ${sources})
+  target_include_directories(kagi_${name} PUBLIC ${KAGI_INCLUDE_ROOT})
+  target_link_libraries(kagi_${name} PUBLIC ${ARG_DEPS})
+  set_target_properties(kagi_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  kagi_target_options(kagi_${name})
+endfunction()
+
+# kagi_unit_test(NAME SOURCES... DEPS ...): one gtest binary, registered with ctest.
+function(kagi_unit_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  kagi_target_options(${name})
+  set(labels unit ${ARG_LABELS})
+  add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600)
+endfunction()
