@@ -1,0 +1,22 @@
+// util/password.hpp — salted password hashes through the system's crypt(3) (libxcrypt).
+//
+// New hashes use yescrypt ("$y$", Debian's default for /etc/shadow) with a fresh random salt.
+// verify_password() accepts any scheme libxcrypt knows, including the bcrypt entries
+// ("$2y$") that `htpasswd -B` writes, so the admin page can use Apache's htpasswd files.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kagi::util {
+
+// A salted hash of `password`, or nullopt if the system cannot hash (never for a normal
+// install). Slow on purpose (tens of ms): hash on writes, never on page reads.
+std::optional<std::string> hash_password(std::string_view password);
+
+// True if `password` matches `hash` (constant-time compare of the recomputed hash). False
+// for an empty, malformed or unsupported hash.
+bool verify_password(std::string_view password, std::string_view hash);
+
+}  // namespace kagi::util
