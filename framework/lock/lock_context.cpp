@@ -1,0 +1,271 @@
+#include "lock/lock_context.hpp"
+
+#include <algorithm>
+#include <map>
+#include <new>
+
+#include "lock/detail/held_lock.hpp"
+#include "lock/lock_service.hpp"
+#include "lock/log.hpp"
+#include "lock/names.hpp"
+
+namespace kagi::lock {
+
+// ---- LockSet
+
+const LockSet::Item& LockSet::find(std::string_view name) const {
+  for (const Item& item : items_) {
+    const Guard& g = item.mode == Mode::kShared ? static_cast<const Guard&>(item.shared)
+                                                : static_cast<const Guard&>(item.exclusive);
+    if (g.name() == name) return item;
+  }
+  throw std::out_of_range("lock '" + std::string(name) + "' is not in this lock set");
+}
+
+const Guard& LockSet::guard(std::string_view name) const {
+  const Item& item = find(name);
+  if (item.mode == Mode::kShared) return item.shared;
+  return item.exclusive;
+}
+
+const ExclusiveGuard& LockSet::exclusive(std::string_view name) const {
+  const Item& item = find(name);
+  if (item.mode != Mode::kExclusive) {
+    throw std::logic_error("lock '" + std::string(name) + "' was taken shared, not exclusive");
+  }
+  return item.exclusive;
+}
+
+const SharedGuard& LockSet::shared(std::string_view name) const {
+  const Item& item = find(name);
+  if (item.mode != Mode::kShared) {
+    throw std::logic_error("lock '" + std::string(name) + "' was taken exclusive, not shared");
+  }
+  return item.shared;
+}
+
+bool LockSet::held() const {
+  return !items_.empty() && std::all_of(items_.begin(), items_.end(), [](const Item& i) {
+    return i.mode == Mode::kShared ? i.shared.held() : i.exclusive.held();
+  });
+}
+
+void LockSet::release() {
+  for (auto it = items_.rbegin(); it != items_.rend(); ++it) {
+    it->shared.release();
+    it->exclusive.release();
+  }
+  items_.clear();
+}
+
+// ---- LockContext
+
+LockContext::LockContext(LockService& service, HolderInfo who, std::unique_ptr<Session> session)
+    : service_(service), who_(std::move(who)), session_(std::move(session)) {}
+
+LockContext::~LockContext() { end_request(); }
+
+Clock::time_point LockContext::deadline_for(std::optional<ms> timeout) const {
+  return Clock::now() + timeout.value_or(service_.options_.timeout);
+}
+
+std::error_code LockContext::check_order(std::string_view name, std::string* why) noexcept {
+  const detail::HeldLock* later = nullptr;
+  for (const auto& h : held_) {
+    if (h->name == name) {
+      if (why)
+        *why = "this request already holds '" + h->name + "' (" + std::string(to_string(h->mode)) +
+               ")";
+      return make_error_code(Errc::kAlreadyHeld);
+    }
+    if (h->name > name && (!later || h->name > later->name)) later = h.get();
+  }
+  if (!later) return {};
+  const std::string message = "order violation: '" + std::string(name) + "' taken while holding '" +
+                              later->name + "', which sorts after it (request " + who_.request_id +
+                              " " + who_.method + " " + who_.path +
+                              "); take them as one set: ctx.locks.acquire({...})";
+  service_.stats_.for_name(name).order_violations.fetch_add(1, std::memory_order_relaxed);
+  log_event(message);
+  if (service_.options_.order_check_fail) {
+    if (why) *why = message;
+    return make_error_code(Errc::kOrderViolation);
+  }
+  return {};
+}
+
+std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
+                                         Clock::time_point deadline, bool try_only,
+                                         std::shared_ptr<detail::HeldLock>& out,
+                                         std::string* why) noexcept {
+  try {
+    if (auto ec = validate_name(name, why)) return ec;
+    if (auto ec = check_order(name, why)) return ec;
+    auto held = std::make_shared<detail::HeldLock>();
+    held->name.assign(name);
+    held->mode = mode;
+    held->stats = &service_.stats_.for_name(name);
+    held_.reserve(held_.size() + 1);  // so that nothing can throw after the lock is taken
+    const Clock::time_point started = Clock::now();
+    Registry* registry = service_.registry_.get();
+    if (registry) held->slot = registry->publish(who_, name, mode, started);
+
+    bool contended = false;
+    std::error_code ec =
+        try_only ? session_->try_acquire(name, mode, held->epoch, held->handle)
+                 : session_->acquire(name, mode, deadline, held->epoch, held->handle, &contended);
+    if (ec) {
+      if (registry) registry->clear(held->slot);
+      if (ec == Errc::kTimeout && !try_only) {
+        held->stats->timeouts.fetch_add(1, std::memory_order_relaxed);
+        held->stats->wait.record(Clock::now() - started);
+      }
+      return ec;
+    }
+    held->acquired = Clock::now();
+    PrefixStats& stats = *held->stats;
+    stats.acquisitions.fetch_add(1, std::memory_order_relaxed);
+    if (contended) stats.contended.fetch_add(1, std::memory_order_relaxed);
+    stats.wait.record(held->acquired - started);
+    if (registry) registry->mark_held(held->slot, held->acquired);
+    held->ctx = this;
+    held_.push_back(held);
+    out = std::move(held);
+    return {};
+  } catch (const std::bad_alloc&) {
+    return std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+
+void LockContext::release(detail::HeldLock& held) noexcept {
+  if (held.ctx != this) return;
+  session_->release(held.name, held.mode, held.handle);
+  held.stats->hold.record(Clock::now() - held.acquired);
+  if (Registry* registry = service_.registry_.get()) registry->clear(held.slot);
+  held.ctx = nullptr;
+  held.handle = nullptr;
+  // Usually the newest lock goes first: search from the back.
+  for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+    if (it->get() == &held) {
+      held_.erase(std::next(it).base());
+      break;
+    }
+  }
+}
+
+std::error_code LockContext::verify(const detail::HeldLock& held) const noexcept {
+  if (held.ctx != this) return make_error_code(Errc::kReleased);
+  return session_->verify(held.name, held.epoch, held.handle);
+}
+
+void LockContext::raise(std::error_code ec, std::string_view name, Clock::time_point started,
+                        const std::string& why) const {
+  const std::string n(name);
+  if (ec == Errc::kTimeout) {
+    auto waited = std::chrono::duration_cast<ms>(Clock::now() - started);
+    log_event("busy: gave up on '" + n + "' after " + std::to_string(waited.count()) +
+              " ms (request " + who_.request_id + " " + who_.method + " " + who_.path + ")");
+    throw LockBusy(n, waited);
+  }
+  if (ec == Errc::kInvalidName) throw LockNameError(n, why);
+  if (ec == Errc::kOrderViolation || ec == Errc::kAlreadyHeld) {
+    throw LockOrderError(ec, "lock '" + n + "': " + (why.empty() ? ec.message() : why));
+  }
+  throw LockError(ec, "lock '" + n + "' (" + service_.backend_->kind().data() + " backend, dir " +
+                          service_.options_.dir + "): " + ec.message());
+}
+
+SharedGuard LockContext::shared(std::string_view name, std::optional<ms> timeout) {
+  const auto started = Clock::now();
+  std::shared_ptr<detail::HeldLock> held;
+  std::string why;
+  if (auto ec = acquire_one(name, Mode::kShared, deadline_for(timeout), false, held, &why)) {
+    raise(ec, name, started, why);
+  }
+  return SharedGuard(std::move(held));
+}
+
+ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> timeout) {
+  const auto started = Clock::now();
+  std::shared_ptr<detail::HeldLock> held;
+  std::string why;
+  if (auto ec = acquire_one(name, Mode::kExclusive, deadline_for(timeout), false, held, &why)) {
+    raise(ec, name, started, why);
+  }
+  return ExclusiveGuard(std::move(held));
+}
+
+std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
+  std::shared_ptr<detail::HeldLock> held;
+  std::string why;
+  if (auto ec = acquire_one(name, Mode::kShared, Clock::now(), true, held, &why)) {
+    if (ec == Errc::kTimeout) return std::nullopt;
+    raise(ec, name, Clock::now(), why);
+  }
+  return SharedGuard(std::move(held));
+}
+
+std::optional<ExclusiveGuard> LockContext::try_exclusive(std::string_view name) {
+  std::shared_ptr<detail::HeldLock> held;
+  std::string why;
+  if (auto ec = acquire_one(name, Mode::kExclusive, Clock::now(), true, held, &why)) {
+    if (ec == Errc::kTimeout) return std::nullopt;
+    raise(ec, name, Clock::now(), why);
+  }
+  return ExclusiveGuard(std::move(held));
+}
+
+std::error_code LockContext::try_acquire_for(std::string_view name, Mode mode, ms timeout,
+                                             Guard& out) noexcept {
+  std::shared_ptr<detail::HeldLock> held;
+  if (auto ec = acquire_one(name, mode, Clock::now() + timeout, false, held, nullptr)) return ec;
+  out.release();
+  out.held_ = std::move(held);
+  return {};
+}
+
+LockSet LockContext::acquire(std::vector<std::pair<std::string, Mode>> set,
+                             std::optional<ms> timeout) {
+  const auto started = Clock::now();
+  const auto deadline = deadline_for(timeout);
+  // Canonical order; a name listed twice is taken once, in the stronger mode.
+  std::map<std::string, Mode> wanted;
+  for (auto& [name, mode] : set) {
+    auto [it, inserted] = wanted.emplace(std::move(name), mode);
+    if (!inserted && mode == Mode::kExclusive) it->second = Mode::kExclusive;
+  }
+  LockSet out;
+  out.items_.reserve(wanted.size());
+  for (const auto& [name, mode] : wanted) {
+    std::shared_ptr<detail::HeldLock> held;
+    std::string why;
+    if (auto ec = acquire_one(name, mode, deadline, false, held, &why)) {
+      out.release();  // all or nothing
+      raise(ec, name, started, why);
+    }
+    LockSet::Item item{mode, {}, {}};
+    if (mode == Mode::kShared) {
+      item.shared = SharedGuard(std::move(held));
+    } else {
+      item.exclusive = ExclusiveGuard(std::move(held));
+    }
+    out.items_.push_back(std::move(item));
+  }
+  return out;
+}
+
+size_t LockContext::end_request() {
+  size_t leaks = 0;
+  while (!held_.empty()) {
+    std::shared_ptr<detail::HeldLock> held = held_.back();
+    ++leaks;
+    held->stats->leaks.fetch_add(1, std::memory_order_relaxed);
+    log_event("leak: '" + held->name + "' (" + std::string(to_string(held->mode)) +
+              ") still held at the end of request " + who_.request_id + " " + who_.method + " " +
+              who_.path + "; released. Keep guards in the handler's scope.");
+    release(*held);
+  }
+  return leaks;
+}
+
+}  // namespace kagi::lock

@@ -1,0 +1,55 @@
+#include "lock/lock_service.hpp"
+
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+namespace kagi::lock {
+
+std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
+  if (options.backend != "local") {
+    throw std::invalid_argument("locks.backend = '" + options.backend +
+                                "' is not available in this build; use \"local\"");
+  }
+  if (options.timeout.count() <= 0) {
+    throw std::invalid_argument("locks.timeout_ms must be positive (got " +
+                                std::to_string(options.timeout.count()) + ")");
+  }
+  if (options.dir.empty()) throw std::invalid_argument("locks.dir is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec) {
+    throw std::system_error(ec, "cannot create locks.dir '" + options.dir +
+                                    "' (check that its parent exists and is writable)");
+  }
+  return std::unique_ptr<LockService>(new LockService(options));
+}
+
+LockService::LockService(const LockOptions& options) : options_(options), pid_(::getpid()) {
+  if (options_.registry) {
+    std::error_code ec;
+    registry_ = Registry::create(options_.dir, options_.registry_slots, ec);
+    if (!registry_) {
+      throw std::system_error(
+          ec, "cannot create the lock status registry in '" + options_.dir + "/registry'");
+    }
+  }
+  backend_ = make_local_backend(options_);
+}
+
+LockService::~LockService() = default;
+
+std::unique_ptr<LockContext> LockService::context(HolderInfo who) {
+  if (::getpid() != pid_) {
+    throw std::logic_error(
+        "LockService used in a child process: create the LockService after fork()");
+  }
+  auto session = backend_->open_session(who);
+  return std::make_unique<LockContext>(*this, std::move(who), std::move(session));
+}
+
+RegistrySnapshot LockService::snapshot() const { return Registry::read(options_.dir); }
+
+StatsSnapshot LockService::stats() const { return stats_.snapshot(); }
+
+}  // namespace kagi::lock

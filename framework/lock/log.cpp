@@ -1,0 +1,11 @@
+#include "lock/log.hpp"
+
+#include <string>
+
+#include "util/log.hpp"
+
+namespace kagi::lock {
+
+void log_event(std::string_view message) { util::log_warn("lock: " + std::string(message)); }
+
+}  // namespace kagi::lock

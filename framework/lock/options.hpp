@@ -1,0 +1,30 @@
+// lock/options.hpp — what the lock layer is configured with (from the conf keys locks.*) and
+// who a lock context acts for.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace kagi::lock {
+
+// Who a lock context acts for; shown on the admin page and in leak / order reports.
+struct HolderInfo {
+  std::string request_id, method, path, client_address;
+};
+
+struct LockOptions {
+  std::string backend = "local";            // locks.backend (only "local" so far)
+  std::string dir = "var/locks";            // locks.dir (created if missing)
+  std::chrono::milliseconds timeout{3000};  // locks.timeout_ms: default bound on every wait
+  bool order_check_fail = false;            // locks.order_check: "report" (false) | "fail"
+
+  // Tuning (no conf keys yet; the defaults are what the benchmarks were run with).
+  size_t max_idle_fds = 1024;    // lock file descriptors kept open for names not in use
+  size_t registry_slots = 1024;  // locks this process can publish at once (held + waiting)
+  bool registry = true;          // publish held / waited locks for the admin page
+  // Real-time signal that bounds blocking waits (0: SIGRTMIN + 5; -1: poll with backoff).
+  int wait_signal = 0;
+};
+
+}  // namespace kagi::lock

@@ -1,0 +1,292 @@
+#include "lock/registry.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace kagi::lock {
+namespace {
+
+constexpr uint64_t kMagic = 0x3147455249474b41ull;  // "AKGIREG1"
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kSlotBytes = 512;
+
+enum : uint8_t { kFree = 0, kWaiting = 1, kHeld = 2 };
+
+// One record; copied into and out of the slot as 64-bit words.
+struct Payload {
+  int64_t since_ns;  // word 0: CLOCK_REALTIME
+  int64_t thread;    // word 1
+  int32_t pid;       // word 2
+  uint8_t mode;
+  uint8_t state;
+  char name[202];
+  char request_id[40];
+  char method[16];
+  char path[152];
+  char client[64];
+};
+constexpr size_t kWords = (sizeof(Payload) + 7) / 8;
+
+struct Slot {
+  std::atomic<uint64_t> seq;  // odd while being written
+  std::atomic<uint64_t> words[kWords];
+};
+static_assert(sizeof(Slot) <= kSlotBytes);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+struct Header {
+  uint64_t magic;
+  uint32_t slots;
+  int32_t pid;
+};
+
+Slot* slot_at(void* map, size_t i) {
+  return reinterpret_cast<Slot*>(static_cast<char*>(map) + kHeaderBytes + i * kSlotBytes);
+}
+
+void copy_field(char* to, size_t size, std::string_view from) {
+  size_t n = std::min(from.size(), size - 1);
+  std::memcpy(to, from.data(), n);
+  to[n] = '\0';
+}
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void write_words(Slot* s, const uint64_t* words, size_t first, size_t count) {
+  // Release stores keep the odd mark ahead of every word (no fences: GCC's TSan lacks them);
+  // on x86 these are plain moves.
+  const uint64_t seq = s->seq.load(std::memory_order_relaxed);
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  for (size_t i = first; i < first + count; ++i) {
+    s->words[i].store(words[i], std::memory_order_release);
+  }
+  s->seq.store(seq + 2, std::memory_order_release);
+}
+
+// Copies a consistent record out of a slot; false if it kept changing.
+bool read_slot(const Slot* s, Payload& out) {
+  uint64_t words[kWords];
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const uint64_t before = s->seq.load(std::memory_order_acquire);
+    if (before & 1) continue;
+    // Acquire loads keep the second read of seq after every word.
+    for (size_t i = 0; i < kWords; ++i) words[i] = s->words[i].load(std::memory_order_acquire);
+    if (s->seq.load(std::memory_order_relaxed) == before) {
+      std::memcpy(&out, words, sizeof out);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string field(const char* f, size_t size) { return std::string(f, strnlen(f, size)); }
+
+// gettid() is a system call: ask once per thread.
+int64_t this_thread_id() {
+  thread_local const int64_t tid = ::gettid();
+  return tid;
+}
+
+}  // namespace
+
+std::unique_ptr<Registry> Registry::create(const std::string& dir, size_t slots,
+                                           std::error_code& ec) {
+  const std::string reg_dir = dir + "/registry";
+  if (::mkdir(reg_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    ec = {errno, std::generic_category()};
+    return nullptr;
+  }
+  const std::string stem = std::to_string(::getpid()) + "-" + std::to_string(realtime_ns());
+  const std::string tmp = reg_dir + "/tmp-" + stem;
+  const std::string path = reg_dir + "/" + stem + ".reg";
+  const size_t size = kHeaderBytes + slots * kSlotBytes;
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    ec = {errno, std::generic_category()};
+    return nullptr;
+  }
+  void* map = MAP_FAILED;
+  // Locked before it becomes visible under its final name, so no reader takes it for dead.
+  if (::flock(fd, LOCK_EX) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      (map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+    ec = {errno, std::generic_category()};
+    ::unlink(tmp.c_str());
+    ::close(fd);
+    return nullptr;
+  }
+  auto* header = static_cast<Header*>(map);
+  header->slots = static_cast<uint32_t>(slots);
+  header->pid = ::getpid();
+  header->magic = kMagic;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ec = {errno, std::generic_category()};
+    ::munmap(map, size);
+    ::unlink(tmp.c_str());
+    ::close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<Registry>(new Registry(path, fd, map, size, slots));
+}
+
+Registry::Registry(std::string path, int fd, void* map, size_t map_size, size_t slots)
+    : path_(std::move(path)),
+      pid_(::getpid()),
+      wall_offset_(std::chrono::system_clock::now().time_since_epoch() -
+                   Clock::now().time_since_epoch()),
+      fd_(fd),
+      map_(map),
+      map_size_(map_size),
+      slots_(slots) {
+  free_.reserve(slots);
+  for (size_t i = slots; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
+}
+
+Registry::~Registry() {
+  ::unlink(path_.c_str());
+  ::munmap(map_, map_size_);
+  ::close(fd_);
+}
+
+int64_t Registry::to_realtime_ns(Clock::time_point t) const {
+  return (std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()) + wall_offset_)
+      .count();
+}
+
+int Registry::publish(const HolderInfo& who, std::string_view name, Mode mode,
+                      Clock::time_point since) noexcept {
+  int slot;
+  {
+    std::lock_guard lock(mu_);
+    if (free_.empty()) {
+      ++overflows_;
+      return -1;
+    }
+    slot = free_.back();
+    free_.pop_back();
+  }
+  uint64_t words[kWords] = {};
+  Payload p;
+  std::memset(&p, 0, sizeof p);
+  p.since_ns = to_realtime_ns(since);
+  p.thread = this_thread_id();
+  p.pid = pid_;
+  p.mode = static_cast<uint8_t>(mode);
+  p.state = kWaiting;
+  copy_field(p.name, sizeof p.name, name);
+  copy_field(p.request_id, sizeof p.request_id, who.request_id);
+  copy_field(p.method, sizeof p.method, who.method);
+  copy_field(p.path, sizeof p.path, who.path);
+  copy_field(p.client, sizeof p.client, who.client_address);
+  std::memcpy(words, &p, sizeof p);
+  write_words(slot_at(map_, static_cast<size_t>(slot)), words, 0, kWords);
+  return slot;
+}
+
+void Registry::mark_held(int slot, Clock::time_point since) noexcept {
+  if (slot < 0) return;
+  Slot* s = slot_at(map_, static_cast<size_t>(slot));
+  // Only this slot's owner writes it, so it may read its own words without the seqlock.
+  uint64_t words[3];
+  for (size_t i = 0; i < 3; ++i) words[i] = s->words[i].load(std::memory_order_relaxed);
+  Payload head;
+  std::memcpy(&head, words, sizeof words);
+  head.since_ns = to_realtime_ns(since);
+  head.state = kHeld;
+  std::memcpy(words, &head, sizeof words);
+  write_words(s, words, 0, 3);
+}
+
+void Registry::clear(int slot) noexcept {
+  if (slot < 0) return;
+  Slot* s = slot_at(map_, static_cast<size_t>(slot));
+  uint64_t words[3];
+  for (size_t i = 0; i < 3; ++i) words[i] = s->words[i].load(std::memory_order_relaxed);
+  Payload head;
+  std::memcpy(&head, words, sizeof words);
+  head.state = kFree;
+  std::memcpy(words, &head, sizeof words);
+  write_words(s, words, 0, 3);
+  std::lock_guard lock(mu_);
+  free_.push_back(slot);
+}
+
+uint64_t Registry::overflows() const {
+  std::lock_guard lock(mu_);
+  return overflows_;
+}
+
+RegistrySnapshot Registry::read(const std::string& dir) {
+  RegistrySnapshot snap;
+  const std::string reg_dir = dir + "/registry";
+  DIR* d = ::opendir(reg_dir.c_str());
+  if (!d) return snap;
+  std::vector<std::string> files;
+  while (dirent* ent = ::readdir(d)) {
+    std::string_view n = ent->d_name;
+    if (n.size() > 4 && n.substr(n.size() - 4) == ".reg") files.emplace_back(n);
+  }
+  ::closedir(d);
+  for (const std::string& file : files) {
+    const std::string path = reg_dir + "/" + file;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+      // Nobody holds LOCK_EX: the owner is gone. Names are unique per process start, so the
+      // path cannot belong to a newer process.
+      ::unlink(path.c_str());
+      ::close(fd);
+      ++snap.dead_removed;
+      continue;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
+      ::close(fd);
+      continue;
+    }
+    const size_t size = static_cast<size_t>(st.st_size);
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) continue;
+    const auto* header = static_cast<const Header*>(map);
+    if (header->magic == kMagic) {
+      ++snap.processes;
+      const size_t slots = std::min<size_t>(header->slots, (size - kHeaderBytes) / kSlotBytes);
+      for (size_t i = 0; i < slots; ++i) {
+        Payload p;
+        if (!read_slot(slot_at(map, i), p) || p.state == kFree) continue;
+        RegistryEntry e;
+        e.name = field(p.name, sizeof p.name);
+        e.mode =
+            p.mode == static_cast<uint8_t>(Mode::kExclusive) ? Mode::kExclusive : Mode::kShared;
+        e.waiting = p.state == kWaiting;
+        e.request_id = field(p.request_id, sizeof p.request_id);
+        e.method = field(p.method, sizeof p.method);
+        e.path = field(p.path, sizeof p.path);
+        e.client_address = field(p.client, sizeof p.client);
+        e.pid = p.pid;
+        e.thread = static_cast<long>(p.thread);
+        e.since = std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                std::chrono::nanoseconds(p.since_ns)));
+        snap.entries.push_back(std::move(e));
+      }
+    }
+    ::munmap(map, size);
+  }
+  return snap;
+}
+
+}  // namespace kagi::lock

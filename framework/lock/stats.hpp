@@ -1,0 +1,97 @@
+// lock/stats.hpp — lock statistics per name prefix ("bbs/board/3" counts under "bbs/board"):
+// acquisitions, contended acquisitions, timeouts, order violations, leaks, and wait-time and
+// hold-time histograms.
+//
+// Histograms have fixed log-scale buckets (bucket i counts durations below 2^i µs; the last
+// bucket is everything longer), so snapshots from several processes can be summed bucket by
+// bucket and exported to Prometheus as cumulative `le` buckets.
+//
+// Recording is lock-free once a prefix is known (atomic counters); looking a prefix up takes
+// a shared (reader) lock. At most kMaxPrefixes distinct prefixes are tracked; further ones
+// are counted under "(other)" so hostile or generated names cannot grow memory without bound.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace kagi::lock {
+
+inline constexpr size_t kHistogramBuckets = 26;  // < 1 µs, < 2 µs, ... < 2^24 µs (16.8 s), more
+inline constexpr size_t kMaxPrefixes = 4096;
+
+struct HistogramSnapshot {
+  std::array<uint64_t, kHistogramBuckets> buckets{};
+  uint64_t count = 0;
+  uint64_t sum_us = 0;
+  // Upper bound of bucket i in µs (the last bucket is unbounded).
+  static uint64_t upper_bound_us(size_t i) { return uint64_t{1} << i; }
+  // The smallest bucket bound below which at least `q` (0..1) of the samples fall.
+  uint64_t quantile_bound_us(double q) const;
+};
+
+struct PrefixStatsSnapshot {
+  uint64_t acquisitions = 0;
+  uint64_t contended = 0;
+  uint64_t timeouts = 0;
+  uint64_t order_violations = 0;
+  uint64_t leaks = 0;
+  HistogramSnapshot wait;
+  HistogramSnapshot hold;
+};
+
+struct StatsSnapshot {
+  std::map<std::string, PrefixStatsSnapshot> prefixes;  // sorted by prefix
+  PrefixStatsSnapshot total() const;
+};
+
+class Histogram {
+ public:
+  void record(std::chrono::nanoseconds d);
+  HistogramSnapshot snapshot() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kHistogramBuckets> buckets_{};
+  std::atomic<uint64_t> sum_us_{0};
+};
+
+struct PrefixStats {
+  std::atomic<uint64_t> acquisitions{0};
+  std::atomic<uint64_t> contended{0};
+  std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> order_violations{0};
+  std::atomic<uint64_t> leaks{0};
+  Histogram wait;
+  Histogram hold;
+  PrefixStatsSnapshot snapshot() const;
+};
+
+// Thread-safe. PrefixStats pointers stay valid for the lifetime of the Stats.
+class Stats {
+ public:
+  Stats() = default;
+  Stats(const Stats&) = delete;
+  Stats& operator=(const Stats&) = delete;
+
+  // The counters for `name`'s prefix (see lock/names.hpp name_prefix).
+  PrefixStats& for_name(std::string_view name);
+  StatsSnapshot snapshot() const;
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<PrefixStats>, Hash, std::equal_to<>>
+      prefixes_;  // guarded by mu_
+};
+
+}  // namespace kagi::lock

@@ -1,0 +1,146 @@
+#include "lock/file_lock.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lock/names.hpp"
+#include "lock/table.hpp"
+#include "test_dir.hpp"
+
+namespace kagi::lock {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+// Two FileLocks in one process open separate file descriptions: their flock locks exclude each
+// other exactly as two processes would.
+TEST(FileLocksTest, SeparateDescriptionsExcludeEachOther) {
+  TempDir dir;
+  FileLocks a(dir.path(), 16, SIGRTMIN + 5), b(dir.path(), 16, SIGRTMIN + 5);
+  EXPECT_TRUE(a.signal_waits());
+  int fa = -1, fb = -1;
+  ASSERT_FALSE(a.pin("x/y", fa));
+  ASSERT_FALSE(b.pin("x/y", fb));
+  ASSERT_FALSE(a.lock(fa, Mode::kExclusive, Clock::now() + 1s, nullptr));
+  bool contended = false;
+  const auto started = Clock::now();
+  EXPECT_EQ(b.lock(fb, Mode::kShared, Clock::now() + 50ms, &contended), Errc::kTimeout);
+  EXPECT_GE(Clock::now() - started, 50ms);
+  EXPECT_LT(Clock::now() - started, 5s);
+  EXPECT_TRUE(contended);
+  a.unlock(fa);
+  EXPECT_FALSE(b.lock(fb, Mode::kShared, Clock::now() + 1s, nullptr));
+  EXPECT_FALSE(a.lock(fa, Mode::kShared, Clock::now() + 1s, nullptr));  // shared + shared
+  a.unlock(fa);
+  b.unlock(fb);
+  a.unpin("x/y", fa);
+  b.unpin("x/y", fb);
+}
+
+TEST(FileLocksTest, BlockedWaiterIsWokenByTheRelease) {
+  TempDir dir;
+  for (int signal : {SIGRTMIN + 5, 0}) {  // timer-bounded blocking wait, and polling
+    FileLocks a(dir.path(), 16, signal), b(dir.path(), 16, signal);
+    int fa = -1, fb = -1;
+    ASSERT_FALSE(a.pin("n", fa));
+    ASSERT_FALSE(b.pin("n", fb));
+    ASSERT_FALSE(a.lock(fa, Mode::kExclusive, Clock::now() + 1s, nullptr));
+    std::atomic<bool> waiting{false};
+    std::error_code result;
+    bool contended = false;
+    std::thread t([&] {
+      waiting = true;
+      result = b.lock(fb, Mode::kExclusive, Clock::now() + 10s, &contended);
+    });
+    while (!waiting) std::this_thread::yield();
+    std::this_thread::sleep_for(20ms);  // let it block (not needed for correctness)
+    a.unlock(fa);
+    t.join();
+    EXPECT_FALSE(result) << result.message();
+    EXPECT_TRUE(contended);
+    b.unlock(fb);
+    a.unpin("n", fa);
+    b.unpin("n", fb);
+  }
+}
+
+TEST(FileLocksTest, IdleDescriptorsAreCachedAndBounded) {
+  TempDir dir;
+  FileLocks files(dir.path(), 4, 0);
+  int first = -1;
+  ASSERT_FALSE(files.pin("a", first));
+  files.unpin("a", first);
+  int again = -1;
+  ASSERT_FALSE(files.pin("a", again));
+  EXPECT_EQ(again, first);  // served from the cache: no open()
+  files.unpin("a", again);
+  for (int i = 0; i < 10; ++i) {
+    int fd = -1;
+    ASSERT_FALSE(files.pin("n" + std::to_string(i), fd));
+    files.unpin("n" + std::to_string(i), fd);
+  }
+  EXPECT_EQ(files.open_fds(), 4u);
+}
+
+TEST(FileLocksTest, HashCollisionIsDetectedNotSilent) {
+  TempDir dir;
+  const std::string name(150, 'a');
+  // Plant a file under `name`'s file name that records another name.
+  const std::string path = dir.path() + "/" + lock_file_name(name);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string other = std::string(149, 'a') + "b";
+  ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 1), static_cast<ssize_t>(other.size()));
+  ::close(fd);
+  FileLocks files(dir.path(), 4, 0);
+  int got = -1;
+  EXPECT_EQ(files.pin(name, got), Errc::kNameCollision);
+  ASSERT_FALSE(files.pin(other.substr(0, 10), got));  // unrelated names still work
+  files.unpin(other.substr(0, 10), got);
+}
+
+// Readers of one "process" that keep overlapping must not starve a writer of another: the
+// table's batch bound makes them drain and release the file lock now and then.
+TEST(FileLocksTest, OverlappingReadersDoNotStarveAnotherProcessWriter) {
+  TempDir dir;
+  FileLocks files_a(dir.path(), 16, SIGRTMIN + 5), files_b(dir.path(), 16, SIGRTMIN + 5);
+  LockTable a(&files_a), b(&files_b);
+  std::atomic<bool> stop{false};
+  std::atomic<int> grants{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.emplace_back([&] {
+      while (!stop) {
+        LockTable::Grant g;
+        if (!a.acquire("hot", Mode::kShared, Clock::now() + 10s, g)) {
+          ++grants;
+          std::this_thread::sleep_for(1ms);
+          a.release(g);
+        }
+      }
+    });
+  }
+  while (grants < 30) std::this_thread::yield();  // the readers are in full swing
+  LockTable::Grant w;
+  const auto started = Clock::now();
+  const std::error_code ec = b.acquire("hot", Mode::kExclusive, Clock::now() + 5s, w);
+  const auto waited = Clock::now() - started;
+  stop = true;
+  EXPECT_FALSE(ec) << "writer starved: " << ec.message();
+  if (!ec) b.release(w);
+  for (auto& t : readers) t.join();
+  std::printf("writer of the other process waited %lld ms\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+}
+
+}  // namespace
+}  // namespace kagi::lock

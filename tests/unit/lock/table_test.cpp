@@ -1,0 +1,233 @@
+#include "lock/table.hpp"
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kagi::lock {
+namespace {
+
+using namespace std::chrono_literals;
+
+Clock::time_point in(Clock::duration d) { return Clock::now() + d; }
+
+// Waits (bounded) until `pred` holds; the tests await states instead of sleeping.
+template <typename Pred>
+bool eventually(Pred pred, Clock::duration limit = 10s) {
+  const auto deadline = Clock::now() + limit;
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+// Sanitizers keep shadow memory for every byte ever touched: RSS says nothing there.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+long rss_kib() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+  std::fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+TEST(LockTableTest, ExclusiveExcludesOtherThreads) {
+  LockTable table(nullptr);
+  LockTable::Grant a;
+  ASSERT_FALSE(table.acquire("n", Mode::kExclusive, in(1s), a));
+  std::error_code other;
+  std::thread t([&] {
+    LockTable::Grant b;
+    other = table.acquire("n", Mode::kExclusive, in(30ms), b);
+    if (!other) table.release(b);
+  });
+  t.join();
+  EXPECT_EQ(other, Errc::kTimeout);
+  table.release(a);
+  LockTable::Grant c;
+  EXPECT_FALSE(table.acquire("n", Mode::kExclusive, in(1s), c));
+  table.release(c);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(LockTableTest, SharedHoldersCoexistAndExcludeWriters) {
+  LockTable table(nullptr);
+  LockTable::Grant r1, r2, w;
+  ASSERT_FALSE(table.acquire("n", Mode::kShared, in(1s), r1));
+  ASSERT_FALSE(table.try_acquire("n", Mode::kShared, r2));
+  EXPECT_EQ(table.try_acquire("n", Mode::kExclusive, w), Errc::kTimeout);
+  table.release(r1);
+  EXPECT_EQ(table.try_acquire("n", Mode::kExclusive, w), Errc::kTimeout);
+  table.release(r2);
+  EXPECT_FALSE(table.try_acquire("n", Mode::kExclusive, w));
+  table.release(w);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(LockTableTest, WaitingWriterIsNotOvertakenByLaterReaders) {
+  LockTable table(nullptr);
+  LockTable::Grant r1;
+  ASSERT_FALSE(table.acquire("n", Mode::kShared, in(1s), r1));
+  std::atomic<bool> writer_got{false};
+  std::thread writer([&] {
+    LockTable::Grant w;
+    bool contended = false;
+    if (!table.acquire("n", Mode::kExclusive, in(10s), w, &contended)) {
+      writer_got = contended;
+      table.release(w);
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return table.waiting("n") == 1; }));
+  // A reader arriving after the writer queues behind it, even though only readers hold.
+  LockTable::Grant r2;
+  EXPECT_EQ(table.try_acquire("n", Mode::kShared, r2), Errc::kTimeout);
+  EXPECT_EQ(table.acquire("n", Mode::kShared, in(20ms), r2), Errc::kTimeout);
+  EXPECT_EQ(table.waiting("n"), 1u);  // the timed-out reader left the queue
+  table.release(r1);
+  writer.join();
+  EXPECT_TRUE(writer_got);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(LockTableTest, WaitersAreServedInArrivalOrder) {
+  LockTable table(nullptr);
+  LockTable::Grant held;
+  ASSERT_FALSE(table.acquire("n", Mode::kExclusive, in(1s), held));
+  std::vector<int> order;  // written only by the holder of the exclusive lock
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&, i] {
+      LockTable::Grant g;
+      if (!table.acquire("n", Mode::kExclusive, in(10s), g)) {
+        order.push_back(i);
+        table.release(g);
+      }
+    });
+    ASSERT_TRUE(eventually([&] { return table.waiting("n") == static_cast<size_t>(i + 1); }));
+  }
+  table.release(held);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(LockTableTest, TimedOutWriterAtTheHeadLetsReadersThrough) {
+  LockTable table(nullptr);
+  LockTable::Grant r1;
+  ASSERT_FALSE(table.acquire("n", Mode::kShared, in(1s), r1));
+  std::error_code writer_result;
+  std::thread writer([&] {
+    LockTable::Grant w;
+    writer_result = table.acquire("n", Mode::kExclusive, in(100ms), w);
+  });
+  ASSERT_TRUE(eventually([&] { return table.waiting("n") == 1; }));
+  std::error_code reader_result;
+  std::thread reader([&] {
+    LockTable::Grant r2;
+    reader_result = table.acquire("n", Mode::kShared, in(10s), r2);
+    if (!reader_result) table.release(r2);
+  });
+  writer.join();
+  reader.join();
+  EXPECT_EQ(writer_result, Errc::kTimeout);
+  EXPECT_FALSE(reader_result);  // granted when the writer gave up, not after 10 s
+  table.release(r1);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(LockTableTest, DeadlineIsKept) {
+  LockTable table(nullptr);
+  LockTable::Grant held, other;
+  ASSERT_FALSE(table.acquire("n", Mode::kExclusive, in(1s), held));
+  const auto started = Clock::now();
+  std::error_code ec;
+  std::thread t([&] { ec = table.acquire("n", Mode::kShared, in(100ms), other); });
+  t.join();
+  const auto waited = Clock::now() - started;
+  EXPECT_EQ(ec, Errc::kTimeout);
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 5s);  // generous: a loaded CI machine
+  table.release(held);
+}
+
+TEST(LockTableTest, MillionDistinctNamesLeaveTheTableEmptyAndMemoryBack) {
+  LockTable table(nullptr);
+  constexpr int kBatch = 100'000;
+  const int kBatches = kSanitized ? 2 : 10;  // 1,000,000 distinct names in all (unsanitized)
+  auto run_batch = [&](int b, long* peak_kib) {
+    std::vector<LockTable::Grant> grants(kBatch);
+    for (int i = 0; i < kBatch; ++i) {
+      std::string name = "bbs/board/" + std::to_string(b * kBatch + i);
+      ASSERT_FALSE(table.acquire(name, i % 2 ? Mode::kShared : Mode::kExclusive, in(1s),
+                                 grants[static_cast<size_t>(i)]));
+    }
+    EXPECT_EQ(table.size(), static_cast<size_t>(kBatch));
+    if (peak_kib) *peak_kib = std::max(*peak_kib, rss_kib());
+    for (auto& g : grants) table.release(g);
+  };
+  run_batch(-1, nullptr);  // warm up the allocator once
+  malloc_trim(0);
+  const long before = rss_kib();
+  long peak = 0;
+  for (int b = 0; b < kBatches; ++b) run_batch(b, &peak);
+  EXPECT_EQ(table.size(), 0u);
+  malloc_trim(0);
+  const long after = rss_kib();
+  std::printf("RSS before %ld KiB, peak with %d names held %ld KiB, after %ld KiB\n", before,
+              kBatch, peak, after);
+  if (kSanitized) return;
+  EXPECT_GT(peak, before + 4096);   // holding 100k names does cost memory ...
+  EXPECT_LT(after, before + 2048);  // ... and all of it comes back (2 MiB slack)
+}
+
+// Random shared/exclusive history from several threads: checks the two invariants at every
+// grant. (The multi-process version is tests/integration/lock/torture_test.cpp.)
+TEST(LockTableTest, RandomHistoryNeverBreaksExclusion) {
+  LockTable table(nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kOps = 25'000;  // 100,000 in all
+  std::atomic<int> shared{0}, exclusive{0}, violations{0}, timeouts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t + 1));
+      for (int i = 0; i < kOps; ++i) {
+        const Mode mode = rng() % 4 == 0 ? Mode::kExclusive : Mode::kShared;
+        LockTable::Grant g;
+        if (table.acquire("hot", mode, in(10s), g)) {
+          ++timeouts;
+          continue;
+        }
+        if (mode == Mode::kExclusive) {
+          if (exclusive.fetch_add(1) != 0 || shared.load() != 0) ++violations;
+          exclusive.fetch_sub(1);
+        } else {
+          shared.fetch_add(1);
+          if (exclusive.load() != 0) ++violations;
+          shared.fetch_sub(1);
+        }
+        table.release(g);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(timeouts.load(), 0);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+}  // namespace
+}  // namespace kagi::lock
