@@ -1,0 +1,159 @@
+// store/data_dir.hpp — the data directory (conf data.dir): guarded, crash-safe file storage.
+//
+// Every access names the lock that protects the data, so the right order is the only one
+// that compiles:
+//
+//   auto board = ctx.locks.exclusive("bbs/board/3");             // 1. lock
+//   std::string posts = ctx.data.read(board, "bbs/3.dat").value(); // 2. read (needs a guard)
+//   posts = add_post(posts, form);                               // 3. modify in memory
+//   ctx.data.commit(board, "bbs/3.dat", posts).check();           // 4. commit (exclusive only)
+//
+// Reading takes any lock::Guard; committing and appending take a lock::ExclusiveGuard, so a
+// shared holder cannot write and nobody can read before locking. The guard → file binding is
+// the caller's, written at every call: one lock name must protect a file everywhere in the
+// app. The DataDir remembers which lock each file was first used under, counts every access
+// under a different lock and logs the first one per file: "the wrong lock" protects nothing.
+//
+// Crash safety. commit() writes a temp file beside the target, fsyncs it, renames it over the
+// target and fsyncs the directory: after a crash at any point the file holds the old or the
+// new bytes, never a mix. append() adds one checksummed record to a log; a crash mid-append
+// leaves a torn tail that read_log() ignores and the next append() truncates, so only a record
+// whose append() had not returned can be lost. With fsync = false ("never") the same order is
+// kept but nothing is flushed: a process crash is still safe, a power loss may lose the last
+// commits.
+//
+// Fencing. Right before a commit becomes visible (before the rename; before an append's
+// write) the guard is asked whether it still holds its lock (lock::Guard::verify); if not,
+// nothing is applied and the lock layer's error is returned.
+//
+// Paths are relative to data.dir (see store/path.hpp) and are opened segment by segment with
+// O_NOFOLLOW under the parent's directory fd: "..", absolute paths, NUL and symlinks anywhere
+// below data.dir are refused with Errc::kUnsafePath. data.dir itself may be a symlink.
+//
+// Errors are values: Status / Result with a message naming the operation, the file and the
+// failing step ("commit bbs/3.dat: rename: No space left on device"); on any error the old
+// content is intact. Thread-safe; one instance per process; any number of processes may share
+// a data.dir (the locks keep them apart).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include "lock/guard.hpp"
+#include "store/fs.hpp"
+#include "store/status.hpp"
+
+namespace kagi::store {
+
+struct DataOptions {
+  std::string dir = "var/data";  // data.dir: created if missing
+  bool fsync = true;             // data.fsync: "always" (true) | "never" (false)
+};
+
+class DataDir {
+ public:
+  // Creates options.dir if missing, opens it, and removes temp files left by processes that
+  // died mid-commit. Returns null and sets `ec` on failure. `fs` must outlive the DataDir
+  // (tests pass a FaultFs; everyone else the real one).
+  static std::unique_ptr<DataDir> open(const DataOptions& options, std::error_code& ec);
+  static std::unique_ptr<DataDir> open(const DataOptions& options, FileSystem& fs,
+                                       std::error_code& ec);
+
+  DataDir(const DataDir&) = delete;
+  DataDir& operator=(const DataDir&) = delete;
+  ~DataDir();
+
+  // --- whole files ---------------------------------------------------------------------
+
+  // The file's bytes. A missing file reads as empty: for apps "no posts yet" and "empty"
+  // are the same state, and a first commit creates it. Use exists() to tell them apart.
+  Result<std::string> read(const lock::Guard& guard, std::string_view path) const;
+  Result<bool> exists(const lock::Guard& guard, std::string_view path) const;
+
+  // Atomically replaces the file's content with `bytes` (creating it and its parent
+  // directories if needed). On error the old content is intact.
+  Status commit(const lock::ExclusiveGuard& guard, std::string_view path, std::string_view bytes);
+
+  // Removes the file (durably with fsync on). Removing a missing file is not an error.
+  Status remove(const lock::ExclusiveGuard& guard, std::string_view path);
+
+  // --- append-only logs ------------------------------------------------------------------
+
+  // Appends one record (any bytes, up to 16 MiB) to the log, creating it if needed. When
+  // append() returns ok, the record survives a crash (with fsync on, a power loss too).
+  Status append(const lock::ExclusiveGuard& guard, std::string_view path, std::string_view record);
+
+  // Atomically replaces the whole log with `records` (compaction, deletions): a crash leaves
+  // the old log or the new one. Same fencing and errors as commit().
+  Status rewrite_log(const lock::ExclusiveGuard& guard, std::string_view path,
+                     const std::vector<std::string>& records);
+
+  // The log's records, oldest first; at most the last `last_n`. A torn tail (a crash
+  // mid-append) is skipped. A missing log has no records. A file that is not a kagi log
+  // is refused (Errc::kCorrupt) rather than misread.
+  Result<std::vector<std::string>> read_log(
+      const lock::Guard& guard, std::string_view path,
+      size_t last_n = std::numeric_limits<size_t>::max()) const;
+
+  const std::string& dir() const { return dir_; }
+  bool fsync_enabled() const { return fsync_; }
+  // Temp files removed by open() (left by processes that died mid-commit).
+  size_t cleaned_temp_files() const { return cleaned_; }
+  // How many times a file was touched under a different lock than before (each is logged).
+  uint64_t lock_mismatches() const { return mismatches_.load(std::memory_order_relaxed); }
+
+ private:
+  DataDir(std::string dir, int root_fd, bool fsync, FileSystem& fs);
+
+  // Opens the directory holding `segments.back()`; returns its fd (root_fd_ for top-level
+  // files: not to be closed) or -errno. With `create`, missing directories are made.
+  // Checks that the guard holds its lock and remembers (or compares) the lock protecting
+  // `path`.
+  Status check_guard(std::string_view op, std::string_view path, const lock::Guard& guard) const;
+
+  int open_parent(const std::vector<std::string_view>& segments, bool create,
+                  std::string* failed_step) const;
+  void close_parent(int fd) const;
+
+  // What an append knows about a log without reading it again: the file's identity and how
+  // far it has been verified to hold whole records.
+  struct LogState {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    uint64_t valid_end = 0;
+  };
+
+  const std::string dir_;
+  const int root_fd_;
+  const bool fsync_;
+  FileSystem& fs_;
+  size_t cleaned_ = 0;  // set once by open(), then read-only
+
+  // Logs this process has verified. An entry is only a hint: it is used when the file's
+  // identity still matches, and records past valid_end (appended by other processes) are
+  // verified before an append.
+  // The lock each file was first used under (bounded: cleared when full; it is a
+  // diagnostic, not a rule).
+  struct Binding {
+    std::string lock;
+    bool warned = false;  // a mismatch on this file was logged already
+  };
+  mutable std::mutex bindings_mu_;
+  mutable std::unordered_map<std::string, Binding> bindings_;  // guarded by bindings_mu_
+  mutable std::atomic<uint64_t> mismatches_{0};
+
+  mutable std::mutex logs_mu_;
+  std::unordered_map<std::string, LogState> logs_;  // guarded by logs_mu_
+};
+
+}  // namespace kagi::store

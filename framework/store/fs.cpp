@@ -1,0 +1,50 @@
+#include "store/fs.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>  // renameat
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace kagi::store {
+
+namespace {
+
+int ret(int r) { return r < 0 ? -errno : r; }
+ssize_t ret(ssize_t r) { return r < 0 ? -errno : r; }
+
+class RealFs final : public FileSystem {
+ public:
+  int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {
+    return ret(::openat(dir_fd, name, flags, mode));
+  }
+  ssize_t write(int fd, const void* data, size_t size) override {
+    return ret(::write(fd, data, size));
+  }
+  ssize_t pwrite(int fd, const void* data, size_t size, off_t offset) override {
+    return ret(::pwrite(fd, data, size, offset));
+  }
+  ssize_t pread(int fd, void* buf, size_t size, off_t offset) override {
+    return ret(::pread(fd, buf, size, offset));
+  }
+  int fsync(int fd) override { return ret(::fsync(fd)); }
+  int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override {
+    return ret(::renameat(old_dir, old_name, new_dir, new_name));
+  }
+  int unlink_at(int dir_fd, const char* name) override { return ret(::unlinkat(dir_fd, name, 0)); }
+  int mkdir_at(int dir_fd, const char* name, mode_t mode) override {
+    return ret(::mkdirat(dir_fd, name, mode));
+  }
+  int ftruncate(int fd, off_t length) override { return ret(::ftruncate(fd, length)); }
+  int fstat(int fd, struct stat* st) override { return ret(::fstat(fd, st)); }
+  int close(int fd) override { return ret(::close(fd)); }
+};
+
+}  // namespace
+
+FileSystem& real_fs() {
+  static RealFs fs;
+  return fs;
+}
+
+}  // namespace kagi::store

@@ -1,0 +1,39 @@
+// store/fs.hpp — the few filesystem calls the storage layer makes, behind an interface so
+// tests can fail the Nth one deterministically (see store/fault_fs.hpp).
+//
+// Each call mirrors its POSIX namesake but reports failure as a negative errno instead of
+// -1 + errno (errno is thread-local state a wrapper could clobber). Calls are not retried on
+// EINTR here; callers that loop (short writes) handle that.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstddef>
+
+namespace kagi::store {
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Returns the new descriptor, or -errno.
+  virtual int open_at(int dir_fd, const char* name, int flags, mode_t mode) = 0;
+  // Return bytes transferred, or -errno.
+  virtual ssize_t write(int fd, const void* data, size_t size) = 0;
+  virtual ssize_t pwrite(int fd, const void* data, size_t size, off_t offset) = 0;
+  virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
+  // Return 0, or -errno.
+  virtual int fsync(int fd) = 0;
+  virtual int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) = 0;
+  virtual int unlink_at(int dir_fd, const char* name) = 0;
+  virtual int mkdir_at(int dir_fd, const char* name, mode_t mode) = 0;
+  virtual int ftruncate(int fd, off_t length) = 0;
+  virtual int fstat(int fd, struct stat* st) = 0;
+  virtual int close(int fd) = 0;
+};
+
+// The real POSIX calls. One process-wide instance; thread-safe.
+FileSystem& real_fs();
+
+}  // namespace kagi::store

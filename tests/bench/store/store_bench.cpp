@@ -1,0 +1,131 @@
+// Cost of the storage layer next to the bare system calls it wraps, in one run.
+//
+//   BM_Commit/<bytes>/<fsync>        DataDir::commit under a held exclusive guard
+//   BM_BareReplace/<bytes>/<fsync>   the same protocol by hand: open temp, write, [fsync],
+//                                    close, rename, [fsync dir] — the goal is commit ≤ 1.1×
+//   BM_Append/<fsync>                DataDir::append of a 100-byte record
+//   BM_BareAppend/<fsync>            write(O_APPEND) of 100 bytes, [fsync]
+//
+// Numbers and the command that produced them: docs/STORAGE.md.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "lock/lock_context.hpp"
+#include "lock/lock_service.hpp"
+#include "store/data_dir.hpp"
+#include "util/log.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kagi::store::DataDir;
+using kagi::store::DataOptions;
+
+// One scratch directory per process; main() removes it.
+const fs::path& scratch() {
+  static const fs::path dir = [] {
+    const char* base = std::getenv("KAGI_BENCH_DIR");
+    std::string tmpl = std::string(base ? base : "/tmp") + "/kagi-store-bench-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) std::abort();
+    return fs::path(tmpl);
+  }();
+  return dir;
+}
+
+struct Fixture {
+  std::unique_ptr<kagi::lock::LockService> service;
+  std::unique_ptr<kagi::lock::LockContext> ctx;
+  std::unique_ptr<DataDir> data;
+
+  explicit Fixture(bool fsync) {
+    kagi::lock::LockOptions options;
+    options.dir = (scratch() / "locks").string();
+    service = kagi::lock::LockService::create(options);
+    kagi::lock::HolderInfo who;
+    who.request_id = "bench";
+    ctx = service->context(who);
+    std::error_code ec;
+    data = DataDir::open(DataOptions{.dir = (scratch() / "data").string(), .fsync = fsync}, ec);
+    if (!data) std::abort();
+  }
+};
+
+void BM_Commit(benchmark::State& state) {
+  const std::string bytes(static_cast<size_t>(state.range(0)), 'x');
+  Fixture f(state.range(1) != 0);
+  auto guard = f.ctx->exclusive("bench/commit");
+  for (auto _ : state) {
+    if (!f.data->commit(guard, "commit.dat", bytes).ok()) state.SkipWithError("commit failed");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_BareReplace(benchmark::State& state) {
+  const std::string bytes(static_cast<size_t>(state.range(0)), 'x');
+  const bool sync = state.range(1) != 0;
+  fs::create_directories(scratch() / "bare");
+  const std::string temp = (scratch() / "bare" / "replace.tmp").string();
+  const std::string target = (scratch() / "bare" / "replace.dat").string();
+  const int dir = ::open((scratch() / "bare").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (auto _ : state) {
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ::write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()) ||
+        (sync && ::fsync(fd) != 0) || ::close(fd) != 0 ||
+        ::rename(temp.c_str(), target.c_str()) != 0 || (sync && ::fsync(dir) != 0)) {
+      state.SkipWithError("bare replace failed");
+    }
+  }
+  ::close(dir);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_Append(benchmark::State& state) {
+  const std::string record(100, 'r');
+  Fixture f(state.range(0) != 0);
+  auto guard = f.ctx->exclusive("bench/append");
+  const std::string path = "append-" + std::to_string(state.range(0)) + ".log";
+  for (auto _ : state) {
+    if (!f.data->append(guard, path, record).ok()) state.SkipWithError("append failed");
+  }
+}
+
+void BM_BareAppend(benchmark::State& state) {
+  const std::string record(108, 'r');  // the same bytes as a framed 100-byte record
+  const bool sync = state.range(0) != 0;
+  fs::create_directories(scratch() / "bare");
+  const std::string path =
+      (scratch() / "bare" / ("append-" + std::to_string(state.range(0)) + ".log")).string();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  for (auto _ : state) {
+    if (::write(fd, record.data(), record.size()) != static_cast<ssize_t>(record.size()) ||
+        (sync && ::fsync(fd) != 0)) {
+      state.SkipWithError("bare append failed");
+    }
+  }
+  ::close(fd);
+}
+
+// {bytes, fsync}
+BENCHMARK(BM_Commit)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_BareReplace)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_Append)->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK(BM_BareAppend)->Arg(0)->Arg(1)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kagi::util::set_log_level(kagi::util::LogLevel::kWarn);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::error_code ec;
+  fs::remove_all(scratch(), ec);
+  return 0;
+}

@@ -1,0 +1,400 @@
+#include "store/data_dir.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lock/lock_context.hpp"
+#include "lock/lock_service.hpp"
+#include "store/fault_fs.hpp"
+
+namespace kagi::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const fs::path& p, std::string_view bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Files below `dir` whose name starts with ".kagi-tmp-".
+std::vector<std::string> temp_files(const fs::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with(".kagi-tmp-")) found.push_back(e.path());
+  }
+  return found;
+}
+
+class DataDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kagi-store-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    data_ = root_ / "data";
+    lock::LockOptions lo;
+    lo.dir = (root_ / "locks").string();
+    lo.timeout = std::chrono::milliseconds(2000);
+    service_ = lock::LockService::create(lo);
+    lock::HolderInfo who;
+    who.request_id = "store-test";
+    ctx_ = service_->context(who);
+    open_dir();
+  }
+  void TearDown() override {
+    dir_.reset();
+    ctx_.reset();
+    service_.reset();
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  void open_dir(bool fsync = true, FileSystem* fsys = nullptr) {
+    dir_.reset();
+    std::error_code ec;
+    DataOptions options{.dir = data_.string(), .fsync = fsync};
+    dir_ = fsys ? DataDir::open(options, *fsys, ec) : DataDir::open(options, ec);
+    ASSERT_TRUE(dir_) << ec.message();
+  }
+
+  fs::path root_, data_;
+  // Declared before dir_ so that they outlive it (a DataDir uses its FileSystem to the end).
+  FaultFs faulty_, faulty2_;
+  std::unique_ptr<lock::LockService> service_;
+  std::unique_ptr<lock::LockContext> ctx_;
+  std::unique_ptr<DataDir> dir_;
+};
+
+TEST_F(DataDirTest, CommitThenRead) {
+  auto board = ctx_->exclusive("bbs/board/3");
+  EXPECT_EQ(dir_->read(board, "bbs/3.dat").value(), "");  // missing reads as empty
+  EXPECT_FALSE(dir_->exists(board, "bbs/3.dat").value());
+  ASSERT_TRUE(dir_->commit(board, "bbs/3.dat", "first").ok());
+  EXPECT_EQ(dir_->read(board, "bbs/3.dat").value(), "first");
+  EXPECT_TRUE(dir_->exists(board, "bbs/3.dat").value());
+  ASSERT_TRUE(dir_->commit(board, "bbs/3.dat", std::string(300000, 'z')).ok());
+  EXPECT_EQ(dir_->read(board, "bbs/3.dat").value(), std::string(300000, 'z'));
+  EXPECT_EQ(slurp(data_ / "bbs" / "3.dat"), std::string(300000, 'z'));
+  ASSERT_TRUE(dir_->commit(board, "bbs/3.dat", "").ok());
+  EXPECT_EQ(dir_->read(board, "bbs/3.dat").value(), "");
+  EXPECT_TRUE(temp_files(data_).empty());
+}
+
+TEST_F(DataDirTest, SharedGuardReads) {
+  {
+    auto w = ctx_->exclusive("bbs/board/1");
+    ASSERT_TRUE(dir_->commit(w, "a/b/c.dat", "deep").ok());
+    ASSERT_TRUE(dir_->append(w, "a/b/c.log", "r1").ok());
+  }
+  auto r = ctx_->shared("bbs/board/1");
+  EXPECT_EQ(dir_->read(r, "a/b/c.dat").value(), "deep");
+  EXPECT_EQ(dir_->read_log(r, "a/b/c.log").value(), std::vector<std::string>{"r1"});
+  // dir_->commit(r, ...) does not compile: a SharedGuard is not an ExclusiveGuard.
+  static_assert(!std::is_convertible_v<lock::SharedGuard&, const lock::ExclusiveGuard&>);
+}
+
+TEST_F(DataDirTest, RemoveDeletes) {
+  auto g = ctx_->exclusive("x");
+  ASSERT_TRUE(dir_->commit(g, "x.dat", "1").ok());
+  ASSERT_TRUE(dir_->remove(g, "x.dat").ok());
+  EXPECT_FALSE(dir_->exists(g, "x.dat").value());
+  EXPECT_TRUE(dir_->remove(g, "x.dat").ok());
+  EXPECT_TRUE(dir_->remove(g, "missing/x.dat").ok());
+}
+
+TEST_F(DataDirTest, RefusesHostilePaths) {
+  auto g = ctx_->exclusive("x");
+  fs::create_directories(root_ / "outside");
+  spit(root_ / "outside" / "secret", "secret");
+  for (std::string_view p :
+       {std::string_view("../outside/secret"), std::string_view("/etc/passwd"),
+        std::string_view("a/../../outside/secret"), std::string_view("a\0b", 3),
+        std::string_view(""), std::string_view("a//b"), std::string_view(".kagi-tmp-1-1")}) {
+    auto r = dir_->read(g, p);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_EQ(r.status().code(), Errc::kUnsafePath) << p;
+    EXPECT_TRUE(contains(r.status().message(), "read ")) << r.status().message();
+    EXPECT_EQ(dir_->commit(g, p, "evil").code(), Errc::kUnsafePath) << p;
+    EXPECT_EQ(dir_->append(g, p, "evil").code(), Errc::kUnsafePath) << p;
+    EXPECT_EQ(dir_->read_log(g, p).status().code(), Errc::kUnsafePath) << p;
+    EXPECT_EQ(dir_->remove(g, p).code(), Errc::kUnsafePath) << p;
+  }
+  EXPECT_EQ(
+      dir_->read(g, "../outside/secret").status().message(),
+      "read ../outside/secret: '..' segment: " + std::error_code(Errc::kUnsafePath).message());
+  EXPECT_EQ(slurp(root_ / "outside" / "secret"), "secret");
+}
+
+TEST_F(DataDirTest, RefusesSymlinksBelowTheDataDir) {
+  auto g = ctx_->exclusive("x");
+  fs::create_directories(root_ / "outside");
+  spit(root_ / "outside" / "secret", "secret");
+  fs::create_directory_symlink(root_ / "outside", data_ / "evil");
+  fs::create_symlink(root_ / "outside" / "secret", data_ / "link.dat");
+
+  for (std::string_view p : {"evil/secret", "link.dat"}) {
+    auto r = dir_->read(g, p);
+    ASSERT_FALSE(r.ok()) << p;
+    EXPECT_EQ(r.status().code(), Errc::kUnsafePath) << p;
+    EXPECT_TRUE(contains(r.status().message(), "symlink")) << r.status().message();
+    EXPECT_EQ(dir_->append(g, p, "evil").code(), Errc::kUnsafePath) << p;
+    EXPECT_EQ(dir_->read_log(g, p).status().code(), Errc::kUnsafePath) << p;
+  }
+  EXPECT_EQ(dir_->commit(g, "evil/secret", "evil").code(), Errc::kUnsafePath);
+  EXPECT_EQ(dir_->commit(g, "evil/new", "evil").code(), Errc::kUnsafePath);
+  EXPECT_EQ(slurp(root_ / "outside" / "secret"), "secret");
+  EXPECT_FALSE(fs::exists(root_ / "outside" / "new"));
+}
+
+TEST_F(DataDirTest, ReleasedGuardIsRefusedAndOldContentStays) {
+  auto g = ctx_->exclusive("bbs/board/1");
+  ASSERT_TRUE(dir_->commit(g, "b.dat", "old").ok());
+  ASSERT_TRUE(dir_->append(g, "b.log", "old").ok());
+  g.release();
+  Status s = dir_->commit(g, "b.dat", "new");
+  EXPECT_EQ(s.code(), Errc::kNotHeld);
+  EXPECT_TRUE(contains(s.message(), "commit b.dat: ")) << s.message();
+  EXPECT_TRUE(contains(s.message(), "does not hold its lock")) << s.message();
+  EXPECT_EQ(dir_->append(g, "b.log", "new").code(), Errc::kNotHeld);
+  EXPECT_EQ(dir_->remove(g, "b.dat").code(), Errc::kNotHeld);
+  EXPECT_EQ(dir_->read(g, "b.dat").status().code(), Errc::kNotHeld);
+  EXPECT_EQ(slurp(data_ / "b.dat"), "old");
+  auto again = ctx_->shared("bbs/board/1");
+  EXPECT_EQ(dir_->read_log(again, "b.log").value(), std::vector<std::string>{"old"});
+  EXPECT_TRUE(temp_files(data_).empty());
+}
+
+TEST_F(DataDirTest, GuardsFromAnEndedRequestAreRefused) {
+  auto g = ctx_->exclusive("bbs/board/2");
+  ASSERT_TRUE(dir_->commit(g, "c.dat", "old").ok());
+  ctx_->end_request();
+  EXPECT_FALSE(dir_->commit(g, "c.dat", "new").ok());
+  lock::ExclusiveGuard none;
+  EXPECT_EQ(dir_->commit(none, "c.dat", "new").code(), Errc::kNotHeld);
+  EXPECT_EQ(slurp(data_ / "c.dat"), "old");
+}
+
+TEST_F(DataDirTest, AppendAndReadLog) {
+  auto g = ctx_->exclusive("chat/room/lobby");
+  std::vector<std::string> want;
+  for (int i = 0; i < 50; ++i) {
+    want.push_back("message " + std::to_string(i) + std::string(static_cast<size_t>(i), '\n'));
+    ASSERT_TRUE(dir_->append(g, "chat/lobby.log", want.back()).ok());
+  }
+  EXPECT_EQ(dir_->read_log(g, "chat/lobby.log").value(), want);
+  auto last = dir_->read_log(g, "chat/lobby.log", 3).value();
+  EXPECT_EQ(last, std::vector<std::string>(want.end() - 3, want.end()));
+  EXPECT_TRUE(dir_->read_log(g, "chat/none.log").value().empty());
+  EXPECT_EQ(dir_->append(g, "big.log", std::string((16u << 20) + 1, 'x')).code(), Errc::kTooLarge);
+}
+
+TEST_F(DataDirTest, AppendsFromTwoProcessesInterleave) {
+  // Two DataDirs model two processes: each must verify what the other appended.
+  std::error_code ec;
+  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
+  ASSERT_TRUE(other);
+  auto g = ctx_->exclusive("l");
+  std::vector<std::string> want;
+  for (int i = 0; i < 20; ++i) {
+    want.push_back(std::to_string(i));
+    ASSERT_TRUE((i % 3 ? dir_ : other)->append(g, "l.log", want.back()).ok());
+  }
+  EXPECT_EQ(dir_->read_log(g, "l.log").value(), want);
+  // A log replaced behind this process's back (a new inode) is re-read from the start.
+  ASSERT_TRUE(other->remove(g, "l.log").ok());
+  ASSERT_TRUE(other->append(g, "l.log", "fresh").ok());
+  ASSERT_TRUE(dir_->append(g, "l.log", "next").ok());
+  EXPECT_EQ(dir_->read_log(g, "l.log").value(), (std::vector<std::string>{"fresh", "next"}));
+}
+
+TEST_F(DataDirTest, TornTailIsDroppedAtEveryOffset) {
+  {
+    auto g = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->append(g, "t.log", "kept one").ok());
+    ASSERT_TRUE(dir_->append(g, "t.log", "kept two").ok());
+  }
+  const std::string before_last = slurp(data_ / "t.log");
+  {
+    auto g = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->append(g, "t.log", "the last record").ok());
+  }
+  const std::string full = slurp(data_ / "t.log");
+  const std::vector<std::string> kept = {"kept one", "kept two"};
+  for (size_t cut = before_last.size(); cut < full.size(); ++cut) {
+    spit(data_ / "t.log", std::string_view(full).substr(0, cut));
+    open_dir();  // a fresh process: nothing cached
+    auto g = ctx_->exclusive("l");
+    ASSERT_EQ(dir_->read_log(g, "t.log").value(), kept) << "cut at " << cut;
+    ASSERT_TRUE(dir_->append(g, "t.log", "after").ok());
+    auto after = kept;
+    after.push_back("after");
+    ASSERT_EQ(dir_->read_log(g, "t.log").value(), after) << "cut at " << cut;
+  }
+  // A torn header (the crash hit the very first append) counts as an empty log.
+  spit(data_ / "t.log", "KAGI");
+  open_dir();
+  auto g = ctx_->exclusive("l");
+  EXPECT_TRUE(dir_->read_log(g, "t.log").value().empty());
+  ASSERT_TRUE(dir_->append(g, "t.log", "x").ok());
+  EXPECT_EQ(dir_->read_log(g, "t.log").value(), std::vector<std::string>{"x"});
+}
+
+TEST_F(DataDirTest, ForeignFileIsNotALog) {
+  auto g = ctx_->exclusive("l");
+  ASSERT_TRUE(dir_->commit(g, "plain.txt", "hello world, not a log").ok());
+  Status s = dir_->append(g, "plain.txt", "x");
+  EXPECT_EQ(s.code(), Errc::kCorrupt);
+  EXPECT_TRUE(contains(s.message(), "append plain.txt: not a kagi log")) << s.message();
+  EXPECT_EQ(dir_->read_log(g, "plain.txt").status().code(), Errc::kCorrupt);
+  EXPECT_EQ(slurp(data_ / "plain.txt"), "hello world, not a log");
+}
+
+struct Fault {
+  FaultFs::Op op;
+  int n;
+  int error;
+  const char* step;
+};
+
+TEST_F(DataDirTest, CommitFaultsLeaveTheOldContent) {
+  const Fault faults[] = {
+      {FaultFs::Op::kOpen, 1, EACCES, "create temp file"},
+      {FaultFs::Op::kWrite, 1, ENOSPC, "write"},
+      {FaultFs::Op::kFsync, 1, EIO, "fsync"},
+      {FaultFs::Op::kRename, 1, ENOSPC, "rename"},
+  };
+  FaultFs& faulty = faulty_;
+  open_dir(true, &faulty);
+  auto g = ctx_->exclusive("f");
+  ASSERT_TRUE(dir_->commit(g, "f.dat", "old").ok());
+  for (const Fault& f : faults) {
+    faulty.fail_nth(f.op, f.n, f.error);
+    Status s = dir_->commit(g, "f.dat", std::string(100000, 'n'));
+    ASSERT_FALSE(s.ok()) << f.step;
+    EXPECT_EQ(s.code(), std::error_code(f.error, std::system_category()));
+    const std::string want = "commit f.dat: " + std::string(f.step) + ": " +
+                             std::error_code(f.error, std::system_category()).message();
+    EXPECT_EQ(s.message(), want);
+    EXPECT_EQ(slurp(data_ / "f.dat"), "old") << f.step;
+    EXPECT_EQ(dir_->read(g, "f.dat").value(), "old") << f.step;
+    EXPECT_TRUE(temp_files(data_).empty()) << f.step;
+  }
+  // The directory fsync fails after the rename: the new content is in place, and the
+  // error says durability is unknown.
+  faulty.fail_nth(FaultFs::Op::kFsync, 2, EIO);
+  Status s = dir_->commit(g, "f.dat", "new");
+  EXPECT_TRUE(contains(s.message(), "fsync directory")) << s.message();
+  EXPECT_EQ(slurp(data_ / "f.dat"), "new");
+  faulty.clear();
+  EXPECT_TRUE(dir_->commit(g, "f.dat", "newer").ok());
+}
+
+TEST_F(DataDirTest, AppendFaultsLoseNoAcknowledgedRecord) {
+  FaultFs& faulty = faulty_;
+  open_dir(true, &faulty);
+  auto g = ctx_->exclusive("f");
+  ASSERT_TRUE(dir_->append(g, "f.log", "one").ok());
+  const std::string before = slurp(data_ / "f.log");
+  for (auto [op, err] : {std::pair{FaultFs::Op::kWrite, ENOSPC},
+                         {FaultFs::Op::kFsync, EIO},
+                         {FaultFs::Op::kPread, EIO}}) {
+    open_dir(true, &faulty);  // fresh cache, so the append has to read the log
+    faulty.fail_nth(op, 1, err);
+    Status s = dir_->append(g, "f.log", "two");
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(contains(s.message(), "append f.log: ")) << s.message();
+    EXPECT_EQ(slurp(data_ / "f.log"), before);
+  }
+  faulty.clear();
+  ASSERT_TRUE(dir_->append(g, "f.log", "two").ok());
+  EXPECT_EQ(dir_->read_log(g, "f.log").value(), (std::vector<std::string>{"one", "two"}));
+}
+
+TEST_F(DataDirTest, FsyncPolicy) {
+  FaultFs& counting = faulty_;
+  open_dir(true, &counting);
+  auto g = ctx_->exclusive("p");
+  ASSERT_TRUE(dir_->commit(g, "p.dat", "x").ok());
+  EXPECT_EQ(counting.calls(FaultFs::Op::kFsync), 2u);  // the temp file, then the directory
+  ASSERT_TRUE(dir_->append(g, "p.log", "x").ok());     // file + directory (new log)
+  ASSERT_TRUE(dir_->append(g, "p.log", "y").ok());     // file only
+  EXPECT_EQ(counting.calls(FaultFs::Op::kFsync), 5u);
+
+  FaultFs& never = faulty2_;
+  open_dir(false, &never);
+  ASSERT_TRUE(dir_->commit(g, "q/p.dat", "x").ok());
+  ASSERT_TRUE(dir_->append(g, "q/p.log", "x").ok());
+  EXPECT_EQ(never.calls(FaultFs::Op::kFsync), 0u);
+  EXPECT_FALSE(dir_->fsync_enabled());
+}
+
+TEST_F(DataDirTest, OpenCleansTempFilesOfDeadProcesses) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // its pid is now free
+  const std::string dead = std::to_string(child);
+  const std::string live = std::to_string(::getppid());
+  fs::create_directories(data_ / "sub" / "deeper");
+  spit(data_ / (".kagi-tmp-" + dead + "-0"), "torn");
+  spit(data_ / "sub" / "deeper" / (".kagi-tmp-" + dead + "-7"), "torn");
+  spit(data_ / "sub" / (".kagi-tmp-" + live + "-1"), "in flight");
+  spit(data_ / "sub" / "keep.dat", "data");
+  open_dir();
+  EXPECT_EQ(dir_->cleaned_temp_files(), 2u);
+  EXPECT_EQ(temp_files(data_),
+            std::vector<std::string>{(data_ / "sub" / (".kagi-tmp-" + live + "-1")).string()});
+  EXPECT_EQ(slurp(data_ / "sub" / "keep.dat"), "data");
+}
+
+TEST_F(DataDirTest, OpenFailsClearly) {
+  std::error_code ec;
+  spit(root_ / "file", "x");
+  EXPECT_EQ(DataDir::open(DataOptions{.dir = (root_ / "file").string(), .fsync = true}, ec),
+            nullptr);
+  EXPECT_TRUE(ec);
+  EXPECT_EQ(DataDir::open(DataOptions{.dir = "", .fsync = true}, ec), nullptr);
+  EXPECT_TRUE(ec);
+}
+
+}  // namespace
+}  // namespace kagi::store
+
+namespace kagi::store {
+namespace {
+
+TEST_F(DataDirTest, SameFileUnderAnotherLockIsReported) {
+  auto right = ctx_->exclusive("bbs/board/1");
+  ASSERT_TRUE(dir_->commit(right, "bbs/1.dat", "a").ok());
+  right.release();
+  EXPECT_EQ(dir_->lock_mismatches(), 0u);
+  auto wrong = ctx_->exclusive("bbs/board/2");
+  ASSERT_TRUE(dir_->commit(wrong, "bbs/1.dat", "b").ok());  // reported, not refused
+  EXPECT_EQ(dir_->read(wrong, "bbs/1.dat").value(), "b");
+  EXPECT_EQ(dir_->lock_mismatches(), 2u);
+}
+
+}  // namespace
+}  // namespace kagi::store
