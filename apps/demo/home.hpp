@@ -1,0 +1,10 @@
+// apps/demo/home.hpp — the demo's front page: links to the mounted apps.
+#pragma once
+
+#include "app/app.hpp"
+
+namespace kagi::apps {
+
+void mount_home(App& app);
+
+}  // namespace kagi::apps

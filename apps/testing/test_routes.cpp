@@ -1,0 +1,59 @@
+#include "testing/test_routes.hpp"
+
+#include <charconv>
+#include <thread>
+
+#include "app/http_error.hpp"
+#include "lock/lock_context.hpp"
+
+namespace kagi::apps {
+namespace {
+
+int64_t int_arg(const Request& req, std::string_view name, int64_t max) {
+  std::string_view text = req.arg(name);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0 || value > max) {
+    throw HttpError(400,
+                    std::string(name) + " must be an integer from 0 to " + std::to_string(max));
+  }
+  return value;
+}
+
+Response echo(Request& req, Context&) {
+  std::string out = "method " + req.method + "\npath " + req.path + "\n";
+  for (const auto& [k, v] : req.query_params.items()) out += "arg " + k + "=" + v + "\n";
+  for (const auto& [k, v] : req.form.fields.items()) out += "field " + k + "=" + v + "\n";
+  for (const auto& file : req.form.files) {
+    out +=
+        "file " + file.field + " " + file.filename + " " + std::to_string(file.data.size()) + "\n";
+  }
+  for (const auto& [k, v] : req.cookies.items()) out += "cookie " + k + "\n";
+  out += "client " + req.client_address + "\n";
+  return Response::text(std::move(out));
+}
+
+}  // namespace
+
+void mount_test_routes(App& app) {
+  Router& r = app.router();
+  r.get("/_test/echo", echo);
+  r.post("/_test/echo", echo);
+  r.get("/_test/sleep", [](Request& req, Context&) {
+    int64_t ms = int_arg(req, "ms", 60000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return Response::text("slept " + std::to_string(ms) + "\n");
+  });
+  r.get("/_test/big", [](Request& req, Context&) {
+    int64_t bytes = int_arg(req, "bytes", int64_t{64} << 20);
+    return Response::text(std::string(static_cast<size_t>(bytes), 'x'));
+  });
+  r.get("/_test/hold", [](Request& req, Context& ctx) {
+    int64_t ms = int_arg(req, "ms", 60000);
+    auto guard = ctx.locks.exclusive(req.arg("name"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return Response::text("held " + std::string(req.arg("name")) + " " + std::to_string(ms) + "\n");
+  });
+}
+
+}  // namespace kagi::apps

@@ -1,0 +1,16 @@
+// apps/testing/test_routes.hpp — routes under /_test/ that the integration tests drive.
+// Mounted only when conf key test.routes = true; never in production.
+//
+//   GET|POST /_test/echo            method, path, query args, form fields, cookie names
+//   GET      /_test/sleep?ms=N      sleeps N ms (≤ 60000), then "slept N"
+//   GET      /_test/big?bytes=N     an N-byte body (≤ 64 MiB)
+//   GET      /_test/hold?name=X&ms=N   holds exclusive lock X for N ms
+#pragma once
+
+#include "app/app.hpp"
+
+namespace kagi::apps {
+
+void mount_test_routes(App& app);
+
+}  // namespace kagi::apps

@@ -1,0 +1,213 @@
+#include "app/app.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "app/http_error.hpp"
+#include "lock/lock_context.hpp"
+
+namespace kagi {
+namespace {
+
+// Captures what the pipeline sends; send() may come from another thread (parked requests).
+class CapturingResponder : public Responder {
+ public:
+  void send(http::Response response) override { promise_.set_value(std::move(response)); }
+  http::Response get() { return future_.get(); }
+  bool ready() { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+
+ private:
+  std::promise<http::Response> promise_;
+  std::future<http::Response> future_ = promise_.get_future();
+};
+
+class AppTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("kagi-app-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(root_);
+    app_ = std::make_unique<App>(Config::load(
+        std::nullopt, {"templates.dir=" + std::string(KAGI_SOURCE_DIR) + "/templates",
+                       "locks.dir=" + (root_ / "locks").string(),
+                       "data.dir=" + (root_ / "data").string(), "log.access=false",
+                       "locks.timeout_ms=200", "limits.max_body_bytes=1000"}));
+    Router& r = app_->router();
+    r.get("/hello", [](Request&, Context&) { return Response::text("hello"); });
+    r.post("/form", [](Request& req, Context&) {
+      return Response::text("got " + std::string(req.field("x")));
+    });
+    r.get("/items/{id}", [](Request& req, Context&) {
+      return Response::text("item " + std::string(req.param("id")));
+    });
+    r.get("/teapot", [](Request&, Context&) -> Response { throw HttpError(418, "short & stout"); });
+    r.get("/boom", [](Request&, Context&) -> Response { throw std::runtime_error("boom"); });
+    r.get("/hold", [this](Request&, Context& ctx) {
+      auto guard = ctx.locks.exclusive("test/held");
+      held_.set_value();
+      release_.get_future().wait();
+      return Response::text("held");
+    });
+    r.get("/take", [](Request&, Context& ctx) {
+      auto guard = ctx.locks.exclusive("test/held");
+      return Response::text("taken");
+    });
+    r.get("/leak", [](Request&, Context& ctx) {
+      // Moved into a static: outlives the request. The pipeline must release it anyway.
+      static lock::ExclusiveGuard leaked;
+      leaked = ctx.locks.exclusive("test/held");
+      return Response::text("leaked");
+    });
+    r.get("/park", [this](Request&, Context& ctx) {
+      parked_ = ctx.defer();
+      return Response::text("ignored");
+    });
+  }
+  void TearDown() override {
+    app_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  http::Response run(http::Request req) {
+    auto out = std::make_shared<CapturingResponder>();
+    if (req.client_address.empty()) req.client_address = "127.0.0.1";
+    app_->handle(std::move(req), out);
+    EXPECT_TRUE(out->ready()) << "no response sent";
+    return out->get();
+  }
+  static http::Request get(std::string target) {
+    http::Request r;
+    r.method = "GET";
+    r.target = std::move(target);
+    return r;
+  }
+  static http::Request post(std::string target, std::string body, std::string token) {
+    http::Request r;
+    r.method = "POST";
+    r.target = std::move(target);
+    r.headers.add("Content-Type", "application/x-www-form-urlencoded");
+    if (!token.empty()) r.headers.add("Cookie", "kagi_csrf=" + token);
+    r.body = std::move(body);
+    return r;
+  }
+
+  std::filesystem::path root_;
+  std::unique_ptr<App> app_;
+  std::promise<void> held_, release_;
+  Deferred parked_;
+};
+
+const std::string kToken = "0123456789abcdef0123456789abcdef";
+
+TEST_F(AppTest, ServesAndAddsSecurityHeaders) {
+  auto r = run(get("/hello"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello");
+  EXPECT_TRUE(r.headers.get("Content-Security-Policy").has_value());
+  EXPECT_EQ(r.headers.get("X-Content-Type-Options").value_or(""), "nosniff");
+  EXPECT_EQ(r.headers.get("X-Frame-Options").value_or(""), "DENY");
+  EXPECT_FALSE(r.headers.get("X-Request-Id").value_or("").empty());
+}
+
+TEST_F(AppTest, SetsTheCsrfCookieOnlyWhenMissing) {
+  auto r = run(get("/hello"));
+  ASSERT_EQ(r.cookies.size(), 1u);
+  EXPECT_EQ(r.cookies[0].name, "kagi_csrf");
+  EXPECT_TRUE(r.cookies[0].http_only);
+  EXPECT_EQ(r.cookies[0].same_site, "Lax");
+  EXPECT_FALSE(r.cookies[0].secure);
+  auto with = get("/hello");
+  with.headers.add("Cookie", "kagi_csrf=" + kToken);
+  EXPECT_TRUE(run(std::move(with)).cookies.empty());
+  auto https = get("/hello");
+  https.https = true;
+  EXPECT_TRUE(run(std::move(https)).cookies.at(0).secure);
+}
+
+TEST_F(AppTest, PathParamsAndDecoding) {
+  EXPECT_EQ(run(get("/items/a%20b?x=1")).body, "item a b");
+  EXPECT_EQ(run(get("/items/%zz")).status, 400);
+  EXPECT_EQ(run(get("/items/a%00b")).status, 400);
+  EXPECT_EQ(run(get("no-slash")).status, 400);
+}
+
+TEST_F(AppTest, NotFoundAndMethodNotAllowed) {
+  auto r = run(get("/nothing"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("404"), std::string::npos);
+  auto m = run(post("/hello", "", kToken));
+  EXPECT_EQ(m.status, 405);
+  EXPECT_EQ(m.headers.get("Allow").value_or(""), "GET, HEAD");
+}
+
+TEST_F(AppTest, PostNeedsAMatchingCsrfToken) {
+  EXPECT_EQ(run(post("/form", "x=1", "")).status, 403);
+  EXPECT_EQ(run(post("/form", "x=1", kToken)).status, 403) << "cookie but no field";
+  EXPECT_EQ(run(post("/form", "x=1&_csrf=ffffffffffffffffffffffffffffffff", kToken)).status, 403);
+  auto ok = run(post("/form", "x=1&_csrf=" + kToken, kToken));
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, "got 1");
+  auto header = post("/form", "x=2", kToken);
+  header.headers.add("X-CSRF-Token", kToken);
+  EXPECT_EQ(run(std::move(header)).body, "got 2");
+}
+
+TEST_F(AppTest, BodyLimitsAndBrokenEncodings) {
+  EXPECT_EQ(run(post("/form", "x=" + std::string(2000, 'a') + "&_csrf=" + kToken, kToken)).status,
+            413);
+  EXPECT_EQ(run(post("/form", "x=%G1&_csrf=" + kToken, kToken)).status, 400);
+}
+
+TEST_F(AppTest, HandlerErrorsBecomeErrorPages) {
+  auto teapot = run(get("/teapot"));
+  EXPECT_EQ(teapot.status, 418);
+  EXPECT_NE(teapot.body.find("short &amp; stout"), std::string::npos) << teapot.body;
+  auto boom = run(get("/boom"));
+  EXPECT_EQ(boom.status, 500);
+  EXPECT_EQ(boom.body.find("boom"), std::string::npos) << "internal details must not leak";
+}
+
+TEST_F(AppTest, BusyLockIs503WithRetryAfter) {
+  std::thread holder([&] { EXPECT_EQ(run(get("/hold")).status, 200); });
+  held_.get_future().wait();
+  auto busy = run(get("/take"));
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_EQ(busy.headers.get("Retry-After").value_or(""), "2");
+  EXPECT_NE(busy.body.find("Busy"), std::string::npos);
+  release_.set_value();
+  holder.join();
+  EXPECT_EQ(run(get("/take")).status, 200);
+}
+
+TEST_F(AppTest, LeakedGuardIsReleasedAtRequestEnd) {
+  EXPECT_EQ(run(get("/leak")).status, 200);
+  EXPECT_EQ(run(get("/take")).status, 200) << "the leaked lock was not released";
+}
+
+TEST_F(AppTest, ParkedRequestCompletesLaterFromAnotherThread) {
+  auto out = std::make_shared<CapturingResponder>();
+  http::Request req = get("/park");
+  req.client_address = "127.0.0.1";
+  app_->handle(std::move(req), out);
+  EXPECT_FALSE(out->ready());
+  ASSERT_TRUE(static_cast<bool>(parked_));
+  std::thread([d = parked_] { EXPECT_TRUE(d.complete(Response::json("{\"id\":1}"))); }).join();
+  ASSERT_TRUE(out->ready());
+  auto r = out->get();
+  EXPECT_EQ(r.body, "{\"id\":1}");
+  EXPECT_TRUE(r.headers.has("X-Request-Id")) << "finishing steps ran";
+  EXPECT_FALSE(parked_.complete(Response::text("again"))) << "completes once";
+}
+
+TEST_F(AppTest, ErrorPageEscapesItsMessage) {
+  auto page = app_->error_page(400, "<script>alert(1)</script>");
+  EXPECT_EQ(page.body.find("<script>"), std::string::npos);
+  EXPECT_NE(page.body.find("&lt;script&gt;"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kagi
