@@ -1,0 +1,549 @@
+#include "server/http_server.hpp"
+
+#include <signal.h>
+
+// Before Asio: Boost 1.74's awaitable.hpp uses std::exchange without including it.
+#include <utility>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "app/app.hpp"
+#include "util/log.hpp"
+
+namespace kagi {
+namespace server {
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// After an error answer sent with Connection: close, how long the rest of the client's
+// request is read and dropped so that closing does not reset the connection before the
+// client has read the answer.
+constexpr auto kLingerTime = std::chrono::seconds(2);
+// During a stop, how long a connection that has not sent its first request yet may take
+// to send it.
+constexpr auto kFirstRequestGrace = std::chrono::milliseconds(1000);
+
+bool has_crlf(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
+
+tcp::endpoint parse_endpoint(const std::string& listen) {
+  std::string host, port;
+  size_t colon;
+  if (!listen.empty() && listen[0] == '[') {
+    size_t close = listen.find(']');
+    if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
+      colon = std::string::npos;
+    } else {
+      host = listen.substr(1, close - 1);
+      colon = close + 1;
+    }
+  } else {
+    colon = listen.rfind(':');
+    if (colon != std::string::npos) host = listen.substr(0, colon);
+  }
+  if (colon == std::string::npos || colon + 1 >= listen.size()) {
+    throw std::runtime_error("HTTP: bad address '" + listen +
+                             "': expected HOST:PORT or [IPv6]:PORT, e.g. 127.0.0.1:8080");
+  }
+  port = listen.substr(colon + 1);
+  unsigned long port_number = 0;
+  try {
+    size_t used = 0;
+    port_number = std::stoul(port, &used);
+    if (used != port.size() || port_number > 65535) throw std::out_of_range("port");
+  } catch (const std::exception&) {
+    throw std::runtime_error("HTTP: bad port in '" + listen + "': expected 0-65535");
+  }
+  boost::system::error_code ec;
+  auto address = net::ip::make_address(host.empty() ? "0.0.0.0" : host, ec);
+  if (ec) {
+    throw std::runtime_error("HTTP: bad address '" + host + "' in '" + listen +
+                             "': give a numeric IPv4 or IPv6 address");
+  }
+  return {address, static_cast<unsigned short>(port_number)};
+}
+
+}  // namespace
+
+class Session;
+
+// State shared by the accept loop, the io threads and every session. Sessions and parked
+// responders hold it by shared_ptr, so the io_context outlives every socket on it.
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(App& app, HttpOptions options);
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  void run();
+  void stop();
+
+  App& app() { return app_; }
+  const HttpOptions& options() const { return options_; }
+  bool stopping() const { return stopping_.load(); }
+  net::io_context& ioc() { return ioc_; }
+
+  void add_session(const std::shared_ptr<Session>& session);
+  void remove_session(Session* session);
+  // Runs `fn` on the io threads unless the server is gone; false if it was dropped.
+  bool post(net::any_io_executor executor, std::function<void()> fn);
+
+ private:
+  void accept();
+
+  App& app_;
+  const HttpOptions options_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  net::steady_timer accept_retry_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;   // stop_requested_ set, or sessions_ shrank
+  bool stop_requested_ = false;  // guarded by mu_
+  bool io_running_ = true;       // guarded by mu_: posts still reach a running io_context
+  bool acceptor_open_ = true;    // guarded by mu_: may still create sessions
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by mu_
+};
+
+// One client connection; all its handlers run on its strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<Core> core, tcp::socket socket)
+      : core_(std::move(core)), stream_(std::move(socket)) {
+    boost::system::error_code ec;
+    auto peer = stream_.socket().remote_endpoint(ec);
+    if (!ec) client_address_ = peer.address().to_string();
+  }
+  ~Session() { core_->remove_session(this); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  void start() {
+    core_->add_session(shared_from_this());
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+  }
+
+  // On the strand: a stop was requested. An idle connection is closed now; a busy one is
+  // closed after its response.
+  void on_stop() {
+    if (!idle_ || request_started()) return;
+    // A kept-alive connection between requests is closed (clients retry on those); a new
+    // one gets a moment for its first request, which its client may have sent already.
+    if (served_ > 0) return close();
+    stream_.expires_after(
+        std::min<std::chrono::milliseconds>(core_->options().idle_timeout, kFirstRequestGrace));
+  }
+
+  // From a parked responder on any thread: write `response` on the strand.
+  void deliver(http::Response response) {
+    auto self = shared_from_this();
+    core_->post(stream_.get_executor(),
+                [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
+  }
+
+  bool gone() const { return gone_.load(); }
+  net::any_io_executor strand() { return stream_.get_executor(); }
+  // After the io threads have stopped: no handler runs concurrently any more.
+  void force_close() { close(); }
+
+ private:
+  const Limits& limits() const { return core_->app().limits(); }
+
+  // Bytes of a next request have arrived (buffered, or waiting in the socket). Such a
+  // connection is not idle: a stop serves that request before closing.
+  bool request_started() {
+    beast::error_code ec;
+    return buffer_.size() > 0 || stream_.socket().available(ec) > 0;
+  }
+
+  void read_header() {
+    const bool stopping = core_->stopping();
+    if (stopping && served_ > 0 && !request_started()) return close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(limits().max_header_bytes));
+    parser_->body_limit(limits().max_body_bytes);
+    idle_ = true;
+    stream_.expires_after(stopping ? std::min<std::chrono::milliseconds>(
+                                         core_->options().idle_timeout, kFirstRequestGrace)
+                                   : core_->options().idle_timeout);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    idle_ = false;
+    // Beast refuses a Content-Length over body_limit while parsing the header already.
+    if (ec == bhttp::error::body_limit) {
+      return fail(413, "The request body is larger than " +
+                           std::to_string(limits().max_body_bytes) + " bytes.");
+    }
+    if (ec == bhttp::error::header_limit) {
+      return fail(431, "The request headers are larger than " +
+                           std::to_string(limits().max_header_bytes) + " bytes.");
+    }
+    if (ec) return read_failed(ec);
+    auto& req = parser_->get();
+    head_ = req.method() == bhttp::verb::head;
+    if (auto length = parser_->content_length(); length && *length > limits().max_body_bytes) {
+      // Answered before the body is read; a client that sent Expect: 100-continue then
+      // never sends it.
+      return fail(413, "The request body is larger than " +
+                           std::to_string(limits().max_body_bytes) + " bytes.");
+    }
+    if (parser_->is_done()) return dispatch();
+    auto expect = req[bhttp::field::expect];
+    if (beast::iequals(expect, "100-continue")) {
+      auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
+                                                                       req.version());
+      stream_.expires_after(core_->options().idle_timeout);
+      return bhttp::async_write(stream_, *cont,
+                                [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                                  if (ec) return self->close();
+                                  self->read_body();
+                                });
+    }
+    read_body();
+  }
+
+  void read_body() {
+    stream_.expires_after(core_->options().idle_timeout);
+    bhttp::async_read(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec == bhttp::error::body_limit) {
+            return self->fail(413, "The request body is larger than " +
+                                       std::to_string(self->limits().max_body_bytes) + " bytes.");
+          }
+          if (ec) return self->read_failed(ec);
+          self->dispatch();
+        });
+  }
+
+  void read_failed(beast::error_code ec) {
+    // The client closed, timed out, or we closed on stop: nothing to answer.
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::eof ||
+        ec == net::error::connection_reset || ec == net::error::bad_descriptor ||
+        ec == bhttp::error::partial_message) {
+      return close();
+    }
+    fail(400, "The request is not valid HTTP/1.1.");
+  }
+
+  void dispatch();
+
+  // An error answer from the front end itself; the connection closes after it.
+  void fail(int status, const std::string& message) {
+    close_after_error_ = true;
+    write(core_->app().error_page(status, message));
+  }
+
+ public:
+  void write(http::Response response) {
+    if (closed_) return;
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    unsigned version = parser_ ? parser_->get().version() : 11;
+    res->version(version == 10 ? 10 : 11);
+    res->result(static_cast<unsigned>(response.status));
+    res->reason(http::reason_phrase(response.status));
+    for (const auto& [name, value] : response.headers.items()) {
+      if (name.empty() || has_crlf(name) || has_crlf(value)) continue;
+      if (http::iequals(name, "Content-Length") || http::iequals(name, "Connection")) continue;
+      res->insert(name, value);
+    }
+    for (const auto& cookie : response.cookies) {
+      std::string line = http::to_set_cookie(cookie);
+      if (!has_crlf(line)) res->insert(bhttp::field::set_cookie, line);
+    }
+    bool keep_alive = !close_after_error_ && !core_->stopping() && parser_ && parser_->is_done() &&
+                      parser_->get().keep_alive();
+    res->keep_alive(keep_alive);
+    if (head_) {
+      // The pipeline empties a HEAD response's body; the length of the GET body is only
+      // known when the app states it.
+      if (auto length = response.headers.get("Content-Length")) {
+        res->set(bhttp::field::content_length, beast::string_view(length->data(), length->size()));
+      } else if (!response.body.empty()) {
+        res->content_length(response.body.size());
+      }
+    } else {
+      res->body() = std::move(response.body);
+      res->prepare_payload();
+    }
+    stream_.expires_after(core_->options().idle_timeout);
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+                         if (ec) return self->close();
+                         if (self->close_after_error_) return self->linger_close();
+                         if (!keep_alive) return self->shutdown_close();
+                         self->read_header();
+                       });
+  }
+
+ private:
+  void shutdown_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    close();
+  }
+
+  // Reads and drops what the client still sends (the body of a refused request) until it
+  // closes or kLingerTime passes, then closes.
+  void linger_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(kLingerTime);
+    discard_.resize(16384);
+    linger_read();
+  }
+  void linger_read() {
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->close();
+                              self->linger_read();
+                            });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    gone_ = true;
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
+  std::shared_ptr<Core> core_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::string client_address_;
+  std::vector<char> discard_;
+  // The fields below are touched on the strand only.
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bool idle_ = false;  // waiting for the next request's header
+  int served_ = 0;     // requests read on this connection
+  bool head_ = false;
+  bool close_after_error_ = false;
+  bool closed_ = false;
+  std::atomic<bool> gone_{false};  // read by client_gone() from any thread
+};
+
+namespace {
+
+// The Responder of one HTTP request.
+class Exchange : public Responder {
+ public:
+  explicit Exchange(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+  ~Exchange() override {
+    if (!sent_.exchange(true)) {
+      util::log_error("http: a request ended without a response; answering 500");
+      session_->deliver(http::Response::text("500 Internal Server Error\n", 500));
+    }
+  }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  void send(http::Response response) override {
+    if (sent_.exchange(true)) {
+      util::log_error("http: a response was sent twice; the second one is dropped");
+      return;
+    }
+    session_->deliver(std::move(response));
+  }
+  bool client_gone() const override { return session_->gone(); }
+  bool sent() const { return sent_.load(); }
+
+ private:
+  const std::shared_ptr<Session> session_;
+  std::atomic<bool> sent_{false};
+};
+
+}  // namespace
+
+void Session::dispatch() {
+  ++served_;
+  auto& req = parser_->get();
+  http::Request request;
+  request.method = std::string(req.method_string());
+  request.target = std::string(req.target());
+  for (const auto& field : req) {
+    request.headers.add(std::string(field.name_string()), std::string(field.value()));
+  }
+  request.client_address = client_address_;
+  request.https = false;
+  request.body = std::move(req.body());
+  // No deadline while the app works on it: a parked long-poll may legitimately take long.
+  stream_.expires_never();
+  auto exchange = std::make_shared<Exchange>(shared_from_this());
+  try {
+    core_->app().handle(std::move(request), exchange);
+  } catch (const std::exception& e) {
+    util::log_error(std::string("http: unhandled exception from the app: ") + e.what());
+    if (!exchange->sent()) exchange->send(core_->app().error_page(500, "Internal error."));
+  }
+}
+
+Core::Core(App& app, HttpOptions options)
+    : app_(app),
+      options_(std::move(options)),
+      ioc_(options_.threads),
+      acceptor_(net::make_strand(ioc_)),
+      accept_retry_(acceptor_.get_executor()) {
+  tcp::endpoint endpoint = parse_endpoint(options_.listen);
+  beast::error_code ec;
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    throw std::runtime_error("HTTP: cannot listen on " + options_.listen + ": " + ec.message() +
+                             " (is another process using that port?)");
+  }
+}
+
+void Core::add_session(const std::shared_ptr<Session>& session) {
+  std::lock_guard lock(mu_);
+  sessions_.emplace(session.get(), session);
+}
+
+void Core::remove_session(Session* session) {
+  {
+    std::lock_guard lock(mu_);
+    sessions_.erase(session);
+  }
+  cv_.notify_all();
+}
+
+bool Core::post(net::any_io_executor executor, std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  if (!io_running_) {
+    util::log_warn("http: a response arrived after the server stopped; dropped");
+    return false;
+  }
+  net::post(executor, std::move(fn));
+  return true;
+}
+
+void Core::accept() {
+  acceptor_.async_accept(
+      net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+        if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
+        if (ec) {
+          // Out of descriptors or similar: retry shortly instead of spinning.
+          util::log_error("http: accept on " + self->options_.listen + ": " + ec.message());
+          self->accept_retry_.expires_after(std::chrono::milliseconds(100));
+          self->accept_retry_.async_wait([self](beast::error_code) { self->accept(); });
+          return;
+        }
+        std::make_shared<Session>(self, std::move(s))->start();
+        self->accept();
+      });
+}
+
+void Core::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Core::run() {
+  auto work = net::make_work_guard(ioc_);
+  accept();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < options_.threads; ++i) threads.emplace_back([this] { ioc_.run(); });
+
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return stop_requested_; });
+  stopping_ = true;
+  // On the acceptor's strand, so it never runs beside an accept completion. Connections
+  // already waiting in the backlog are taken in: their clients sent a request before the
+  // stop, while every thread was busy.
+  net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+    beast::error_code ec;
+    self->acceptor_.cancel(ec);
+    self->acceptor_.non_blocking(true, ec);
+    for (;;) {
+      tcp::socket socket(net::make_strand(self->ioc_));
+      self->acceptor_.accept(socket, ec);
+      if (ec) break;
+      std::make_shared<Session>(self, std::move(socket))->start();
+    }
+    self->acceptor_.close(ec);
+    self->accept_retry_.cancel();
+    {
+      std::lock_guard lock(self->mu_);
+      self->acceptor_open_ = false;
+    }
+    self->cv_.notify_all();
+  });
+  std::vector<std::shared_ptr<Session>> live;
+  for (auto& [ptr, weak] : sessions_) {
+    if (auto session = weak.lock()) live.push_back(std::move(session));
+  }
+  // Released without mu_ held: dropping the last reference runs ~Session, which takes mu_.
+  lock.unlock();
+  for (auto& session : live) {
+    // The executor is the session's strand: on_stop runs serialised with its handlers.
+    net::post(session->strand(), [session] { session->on_stop(); });
+  }
+  live.clear();
+  lock.lock();
+  const auto deadline = Clock::now() + options_.shutdown_timeout;
+  if (!cv_.wait_until(lock, deadline, [&] { return !acceptor_open_ && sessions_.empty(); })) {
+    util::log_warn("http: shutdown timeout: " + std::to_string(sessions_.size()) +
+                   " connection(s) still busy; closing them");
+  }
+  lock.unlock();
+  work.reset();
+  ioc_.stop();
+  for (auto& t : threads) t.join();
+
+  // No io thread runs now. Close what is left and let the aborted handlers run once, so
+  // they drop their references to the sessions.
+  std::vector<std::shared_ptr<Session>> left;
+  lock.lock();
+  io_running_ = false;
+  for (auto& [ptr, weak] : sessions_) {
+    if (auto session = weak.lock()) left.push_back(session);
+  }
+  lock.unlock();
+  for (auto& session : left) session->force_close();
+  left.clear();
+  ioc_.restart();
+  ioc_.poll();
+}
+
+}  // namespace server
+
+HttpServer::HttpServer(App& app, HttpOptions options) {
+  if (options.threads < 1) throw std::runtime_error("HTTP: server.threads must be >= 1");
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+  core_ = std::make_shared<server::Core>(app, std::move(options));
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::run() { core_->run(); }
+
+void HttpServer::stop() { core_->stop(); }
+
+}  // namespace kagi

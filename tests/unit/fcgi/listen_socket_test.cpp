@@ -1,0 +1,117 @@
+#include "fcgi/listen_socket.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+namespace kagi::fcgi {
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/kagi-listen-XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  if (!dir) throw std::runtime_error("mkdtemp failed");
+  return dir;
+}
+
+TEST(SplitHostPort, Forms) {
+  std::string host, port;
+  ASSERT_TRUE(split_host_port("127.0.0.1:9000", host, port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, "9000");
+  ASSERT_TRUE(split_host_port("[::1]:9000", host, port));
+  EXPECT_EQ(host, "::1");
+  ASSERT_TRUE(split_host_port(":9000", host, port));
+  EXPECT_EQ(host, "");
+  EXPECT_FALSE(split_host_port("localhost", host, port));
+  EXPECT_FALSE(split_host_port("localhost:", host, port));
+  EXPECT_FALSE(split_host_port("localhost:99999", host, port));
+  EXPECT_FALSE(split_host_port("localhost:9x", host, port));
+  EXPECT_FALSE(split_host_port("[::1]9000", host, port));
+}
+
+TEST(ListenSocket, UnixSocketWithModeReplacesStaleAndUnlinks) {
+  std::string dir = temp_dir();
+  std::string path = dir + "/k.sock";
+  {
+    // A stale socket file from a crashed run.
+    int stale = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    ASSERT_EQ(::bind(stale, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ::close(stale);
+  }
+  {
+    ListenSocket s = ListenSocket::open("unix:" + path, 0640);
+    ASSERT_GE(s.fd(), 0);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISSOCK(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0640u);
+    int c = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    EXPECT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ::close(c);
+  }
+  struct stat st {};
+  EXPECT_NE(::stat(path.c_str(), &st), 0) << "socket file left behind";
+  ::rmdir(dir.c_str());
+}
+
+TEST(ListenSocket, RefusesToReplaceARegularFile) {
+  std::string dir = temp_dir();
+  std::string path = dir + "/data.txt";
+  std::ofstream(path) << "keep me";
+  try {
+    ListenSocket::open("unix:" + path, 0660);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a socket"), std::string::npos) << e.what();
+  }
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "keep me");
+  ::unlink(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST(ListenSocket, TcpOnAnEphemeralPort) {
+  ListenSocket s = ListenSocket::open("127.0.0.1:0", 0660);
+  EXPECT_GE(s.fd(), 0);
+  EXPECT_EQ(s.description(), "127.0.0.1:0");
+}
+
+TEST(ListenSocket, BadAddressesSayWhatIsExpected) {
+  for (const char* bad : {"nonsense", "unix:", "1.2.3.4:http"}) {
+    try {
+      ListenSocket::open(bad, 0660);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("FastCGI"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ListenSocket, HandedOverFdMustBeAListeningSocket) {
+  // fd 0 of a test run is a terminal, a pipe or /dev/null — never a listening socket.
+  unsetenv("LISTEN_FDS");
+  try {
+    ListenSocket::open("", 0660);
+    FAIL() << "fd 0 accepted as a listening socket";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("spawn-fcgi"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kagi::fcgi
