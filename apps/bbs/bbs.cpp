@@ -1,0 +1,315 @@
+// The bulletin board: a tutorial in correct locking for classic CGI boards.
+//
+// Every handler follows the same order:
+//
+//   1. check the input            (no lock: it needs no shared state)
+//   2. LOCK what the request will read and change  (bounded wait: 503 when busy)
+//   3. READ it, under the lock
+//   4. MODIFY in memory
+//   5. WRITE it back: an atomic, fenced append or replace
+//   6. unlock                     (the guards leave scope)
+//
+// The pitfalls of hand-rolled CGI locking that this order avoids are named where they bite.
+#include "bbs/bbs.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <ctime>
+#include <memory>
+
+#include "app/http_error.hpp"
+#include "bbs/board.hpp"
+#include "bbs/flood.hpp"
+#include "bbs/input.hpp"
+#include "bbs/text.hpp"
+#include "lock/lock_context.hpp"
+#include "util/json.hpp"
+#include "util/password.hpp"
+#include "view/views.hpp"
+
+namespace kagi::apps {
+namespace {
+
+using bbs::BoardState;
+using bbs::Post;
+using lock::Mode;
+
+// Settings read once when the board is mounted.
+struct Settings {
+  std::vector<std::string> boards;
+  size_t keep = 1000;
+  size_t page_size = 20;
+  int64_t flood_interval_s = 10;
+  bbs::InputLimits limits;
+};
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_time(int64_t unix_s) {
+  std::time_t t = unix_s;
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &utc);
+  return buf;
+}
+
+int64_t int_arg(std::string_view text, int64_t fallback, int64_t min, int64_t max) {
+  if (text.empty()) return fallback;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
+    throw HttpError(400, "expected a whole number from " + std::to_string(min) + " to " +
+                             std::to_string(max) + ", got '" + std::string(text) + "'");
+  }
+  return v;
+}
+
+// The board named in the path, or 404. Only configured boards exist, so a hostile name
+// ("../../etc") never reaches the lock layer or the filesystem.
+const std::string& find_board(const Settings& s, const Request& req) {
+  std::string_view name = req.param("board");
+  for (const auto& board : s.boards) {
+    if (board == name) return board;
+  }
+  throw HttpError(404, "There is no board called '" + std::string(name) + "'.");
+}
+
+// --- pages ------------------------------------------------------------------------------
+
+// Renders a board page from a state read under the board's lock. `form` refills the post
+// form after a validation error.
+Response render_board(Context& ctx, const Settings& s, const std::string& board,
+                      const BoardState& state, int64_t page, const bbs::PostInput* form,
+                      std::string_view error, int status) {
+  view::Dict dict;
+  dict.set("BOARD", board);
+  dict.set("TOTAL", static_cast<int64_t>(state.posts.size()));
+  const int64_t pages =
+      std::max<int64_t>(1, (static_cast<int64_t>(state.posts.size()) + s.page_size - 1) /
+                               static_cast<int64_t>(s.page_size));
+  page = std::min(page, pages);
+  dict.set("PAGE", page);
+  dict.set("PAGES", pages);
+  if (page > 1) dict.add_section("NEWER").set("PAGE", page - 1);
+  if (page < pages) dict.add_section("OLDER").set("PAGE", page + 1);
+  // Newest first: page 1 ends at the newest post.
+  const auto n = static_cast<int64_t>(state.posts.size());
+  const int64_t first = n - 1 - (page - 1) * static_cast<int64_t>(s.page_size);
+  for (int64_t i = first; i >= 0 && i > first - static_cast<int64_t>(s.page_size); --i) {
+    const Post& post = state.posts[static_cast<size_t>(i)];
+    view::Dict row = dict.add_section("POST");
+    row.set("ID", post.id);
+    row.set("NAME", post.name);
+    row.set("SUBJECT", post.subject.empty() ? "(no subject)" : post.subject);
+    row.set("TIME", format_time(post.time));
+    row.set_trusted_html("BODY_HTML", bbs::body_html(post.body));
+    if (!post.password_hash.empty()) row.show_section("DELETABLE");
+  }
+  if (state.posts.empty()) dict.show_section("EMPTY");
+  if (!error.empty()) dict.add_section("ERROR").set("MESSAGE", error);
+  if (form) {
+    dict.set("FORM_NAME", form->name == "Anonymous" ? "" : form->name);
+    dict.set("FORM_SUBJECT", form->subject);
+    dict.set("FORM_BODY", form->body);
+  }
+  return ctx.render("bbs/board.html", dict, status);
+}
+
+// GET /bbs/ — every board's count and last post time. Reads all boards, so it takes all their
+// locks as ONE set, shared: the set is acquired in canonical order (no deadlock against any
+// other request) and the page shows one consistent moment, not boards read at different times.
+Response index(const Settings& s, Request&, Context& ctx) {
+  std::vector<std::pair<std::string, Mode>> names;
+  for (const auto& board : s.boards) names.emplace_back(bbs::board_lock_name(board), Mode::kShared);
+  lock::LockSet all = ctx.locks.acquire(names);
+
+  view::Dict dict;
+  for (const auto& board : s.boards) {
+    BoardState state =
+        bbs::read_board(ctx.data, all.guard(bbs::board_lock_name(board)), board, s.keep);
+    view::Dict row = dict.add_section("BOARD");
+    row.set("NAME", board);
+    row.set("COUNT", static_cast<int64_t>(state.posts.size()));
+    row.set("LAST", state.posts.empty() ? "—" : format_time(state.posts.back().time));
+  }
+  return ctx.render("bbs/index.html", dict);
+}
+
+// GET /bbs/{board}/
+Response show(const Settings& s, Request& req, Context& ctx) {
+  const std::string& board = find_board(s, req);
+  const int64_t page = int_arg(req.arg("page"), 1, 1, 1'000'000);
+
+  auto guard = ctx.locks.shared(bbs::board_lock_name(board));  // readers share the lock
+  BoardState state = bbs::read_board(ctx.data, guard, board, s.keep);
+  return render_board(ctx, s, board, state, page, nullptr, "", 200);
+}
+
+// POST /bbs/{board}/post
+Response post(const Settings& s, Request& req, Context& ctx) {
+  const std::string& board = find_board(s, req);
+
+  // 1. Check the input before locking: other posters never wait for our validation, nor
+  //    for the deliberately slow password hash.
+  bbs::Checked form = bbs::check_post(req, s.limits);
+  if (form.bad_encoding) throw HttpError(400, form.error);
+  if (!form.error.empty()) {
+    auto guard = ctx.locks.shared(bbs::board_lock_name(board));
+    return render_board(ctx, s, board, bbs::read_board(ctx.data, guard, board, s.keep), 1,
+                        &form.input, form.error, 400);
+  }
+  std::string password_hash;
+  if (!form.input.password.empty()) {
+    auto hash = util::hash_password(form.input.password);
+    if (!hash) throw std::runtime_error("cannot hash the delete password");
+    password_hash = std::move(*hash);
+  }
+  const std::string client = bbs::client_tag(req.client_address);
+  const int64_t now = unix_now();
+
+  // 2. LOCK before reading. A post reads and changes two things: the board, and (flood
+  //    control on) the client's flood record. Both are taken as one set, in canonical
+  //    order, so two posts can never deadlock (the P→Q / Q→P trap), and each is the
+  //    smallest scope that works: posting to one board never waits for another board.
+  //    Pitfall avoided: reading first and locking only around the write lets two posts read
+  //    the same board and the second write erase the first.
+  std::vector<std::pair<std::string, Mode>> names{{bbs::board_lock_name(board), Mode::kExclusive}};
+  const bool flood_on = s.flood_interval_s > 0;
+  if (flood_on) names.emplace_back(bbs::flood_lock_name(client), Mode::kExclusive);
+  lock::LockSet locks = ctx.locks.acquire(names);
+  const lock::ExclusiveGuard& board_lock = locks.exclusive(bbs::board_lock_name(board));
+
+  // 3. READ under the lock.
+  if (flood_on) {
+    const lock::ExclusiveGuard& flood_lock = locks.exclusive(bbs::flood_lock_name(client));
+    if (int64_t wait = bbs::flood_wait_s(ctx.data, flood_lock, client, now, s.flood_interval_s)) {
+      throw HttpError(429, "You are posting too fast. Please wait " + std::to_string(wait) +
+                               " seconds and send it again.")
+          .with_header("Retry-After", std::to_string(wait));
+    }
+  }
+  BoardState state = bbs::read_board(ctx.data, board_lock, board, s.keep);
+  for (auto it = state.posts.rbegin(); it != state.posts.rend() && it - state.posts.rbegin() < 5;
+       ++it) {
+    if (it->client == client && it->body == form.input.body && it->subject == form.input.subject) {
+      throw HttpError(409, "This message is already on the board.");
+    }
+  }
+
+  // 4. MODIFY in memory: the id comes from what we read under the lock, so it is unique.
+  Post p{.id = state.last_id + 1,
+         .time = now,
+         .client = client,
+         .password_hash = std::move(password_hash),
+         .name = std::move(form.input.name),
+         .subject = std::move(form.input.subject),
+         .body = std::move(form.input.body)};
+
+  // 5. WRITE: an append that is atomic (a crash leaves the old board or the new one) and
+  //    fenced (refused if our lock was lost meanwhile).
+  bbs::add_post(ctx.data, board_lock, board, state, p, s.keep);
+  if (flood_on) {
+    bbs::flood_record(ctx.data, locks.exclusive(bbs::flood_lock_name(client)), client, now,
+                      s.flood_interval_s);
+  }
+  return Response::redirect("/bbs/" + board + "/");
+}  // 6. unlocked here, when `locks` leaves scope
+
+// POST /bbs/{board}/delete
+Response remove(const Settings& s, Request& req, Context& ctx) {
+  const std::string& board = find_board(s, req);
+  const int64_t id = int_arg(req.field("id"), 0, 1, INT64_MAX);
+  const std::string_view password = req.field("password");
+
+  auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));       // 2. lock
+  BoardState state = bbs::read_board(ctx.data, board_lock, board, s.keep);  // 3. read
+  auto it = std::find_if(state.posts.begin(), state.posts.end(),
+                         [&](const Post& p) { return p.id == id; });
+  if (it == state.posts.end()) throw HttpError(404, "There is no post " + std::to_string(id) + ".");
+  if (it->password_hash.empty() || !util::verify_password(password, it->password_hash)) {
+    throw HttpError(403, "The delete password does not match.");
+  }
+  state.posts.erase(it);                                                        // 4. modify
+  bbs::replace_posts(ctx.data, board_lock, board, state.posts, state.last_id);  // 5. write
+  return Response::redirect("/bbs/" + board + "/");
+}
+
+// GET /bbs/{board}/posts.json?since=ID&limit=N
+Response posts_json(const Settings& s, Request& req, Context& ctx) {
+  const std::string& board = find_board(s, req);
+  const bool has_since = req.query_params.has("since");
+  const int64_t since = int_arg(req.arg("since"), 0, 0, INT64_MAX);
+  const auto limit = static_cast<size_t>(int_arg(req.arg("limit"), 100, 1, 1000));
+
+  auto guard = ctx.locks.shared(bbs::board_lock_name(board));
+  BoardState state = bbs::read_board(ctx.data, guard, board, s.keep);
+
+  // Ascending ids: the first `limit` posts after `since`, or the newest `limit` without it.
+  auto begin = state.posts.begin();
+  if (has_since) {
+    begin = std::upper_bound(state.posts.begin(), state.posts.end(), since,
+                             [](int64_t id, const Post& p) { return id < p.id; });
+  } else if (state.posts.size() > limit) {
+    begin = state.posts.end() - static_cast<long>(limit);
+  }
+  util::JsonWriter w;
+  w.begin_object().key("board").value(board).key("posts").begin_array();
+  size_t count = 0;
+  for (auto it = begin; it != state.posts.end() && count < limit; ++it, ++count) {
+    w.begin_object()
+        .key("id")
+        .value(it->id)
+        .key("time")
+        .value(it->time)
+        .key("name")
+        .value(it->name)
+        .key("subject")
+        .value(it->subject)
+        .key("body")
+        .value(it->body)
+        .end_object();
+  }
+  w.end_array()
+      .key("total")
+      .value(static_cast<int64_t>(state.posts.size()))
+      .key("last_id")
+      .value(state.last_id)
+      .end_object();
+  return Response::json(w.take());
+}
+
+}  // namespace
+
+void mount_bbs(App& app) {
+  auto s = std::make_shared<Settings>();
+  const Config& conf = app.conf();
+  s->boards = conf.get_strings("bbs.boards");
+  s->keep = static_cast<size_t>(conf.get_int("bbs.keep"));
+  s->page_size = static_cast<size_t>(conf.get_int("bbs.page_size"));
+  s->flood_interval_s = conf.get_int("bbs.flood_interval_s");
+  s->limits = bbs::InputLimits::from(conf);
+  for (const auto& board : s->boards) {
+    bool ok = !board.empty() && board.size() <= 32;
+    for (char c : board)
+      ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+    if (!ok) {
+      throw ConfigError("bbs.boards: '" + board +
+                        "' is not a board name (1-32 of a-z, 0-9, '-', '_')");
+    }
+  }
+
+  Router& r = app.router();
+  r.get("/bbs/", [s](Request& req, Context& ctx) { return index(*s, req, ctx); });
+  r.get("/bbs/{board}/", [s](Request& req, Context& ctx) { return show(*s, req, ctx); });
+  r.post("/bbs/{board}/post", [s](Request& req, Context& ctx) { return post(*s, req, ctx); });
+  r.post("/bbs/{board}/delete", [s](Request& req, Context& ctx) { return remove(*s, req, ctx); });
+  r.get("/bbs/{board}/posts.json",
+        [s](Request& req, Context& ctx) { return posts_json(*s, req, ctx); });
+}
+
+}  // namespace kagi::apps

@@ -1,0 +1,18 @@
+// apps/bbs/bbs.hpp — the sample bulletin board, mounted at /bbs/.
+//
+//   GET  /bbs/                         boards with post counts and last post time
+//   GET  /bbs/{board}/?page=N          posts newest first, and the post form
+//   POST /bbs/{board}/post             name, subject, body, password, _csrf → 303
+//   POST /bbs/{board}/delete           id, password, _csrf → 303 (403: wrong password)
+//   GET  /bbs/{board}/posts.json?since=ID&limit=N
+//
+// Read bbs.cpp top to bottom: every handler shows the lock → read → modify → write order.
+#pragma once
+
+#include "app/app.hpp"
+
+namespace kagi::apps {
+
+void mount_bbs(App& app);
+
+}  // namespace kagi::apps

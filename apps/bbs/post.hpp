@@ -1,0 +1,27 @@
+// apps/bbs/post.hpp — a board post and its on-disk form (one record of the board's log).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kagi::apps::bbs {
+
+struct Post {
+  int64_t id = 0;             // per board, from 1, increasing
+  int64_t time = 0;           // unix seconds
+  std::string client;         // hash of the poster's address (flood and duplicate checks)
+  std::string password_hash;  // salted hash of the delete password, or "" (no deleting)
+  std::string name;
+  std::string subject;
+  std::string body;
+};
+
+// One line-free record: fields joined by tabs, with '\\', tab and newline escaped.
+std::string encode(const Post& post);
+// nullopt for a record that is not a post (a foreign or damaged record is skipped, not
+// misread).
+std::optional<Post> decode(std::string_view record);
+
+}  // namespace kagi::apps::bbs
