@@ -1,0 +1,408 @@
+// The chat: a tutorial in long-polling without holding threads or locks.
+//
+// Three kinds of request, three lessons:
+//
+//   say       a WRITER locks its room exclusively, reads, appends, and unlocks at once,
+//             then wakes the waiting readers, with no lock held;
+//   messages  a READER shares the room's lock with every other reader; when there is no news
+//             it PARKS the request and returns: the worker thread goes back to serve others,
+//             the lock is released, and the request waits as a small entry in the ParkingLot
+//             until news, its deadline, or its client leaving;
+//   who       presence lives under its OWN lock, so keeping it current never makes a writer
+//             or a reader of the room wait.
+//
+// Wake-ups cross processes through the filesystem the rooms live in (see watcher.hpp): a
+// message appended by any process of the host completes the parked requests of every process.
+#include "chat/chat.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <ctime>
+#include <memory>
+
+#include "app/http_error.hpp"
+#include "chat/json_body.hpp"
+#include "chat/parking.hpp"
+#include "chat/presence.hpp"
+#include "chat/room.hpp"
+#include "chat/watcher.hpp"
+#include "http/form.hpp"
+#include "lock/lock_context.hpp"
+#include "lock/lock_service.hpp"
+#include "store/data_dir.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+#include "util/utf8.hpp"
+#include "view/views.hpp"
+
+namespace kagi::apps {
+namespace {
+
+using chat::Message;
+using chat::ParkingLot;
+using chat::RoomState;
+
+constexpr size_t kMaxNameBytes = 64;
+constexpr size_t kMaxTextBytes = 2000;
+constexpr size_t kPageMessages = 50;  // messages shown on the room page
+constexpr int64_t kMaxWaitS = 30;     // a long-poll waits at most this long
+
+// The chat's state for the life of the process: settings read once at mount, the parked
+// long-polls, and the watcher thread that finishes them.
+struct Chat {
+  explicit Chat(App& a) : app(a) {}
+  ~Chat() {
+    // Stop the timers first, then answer whoever still waits: no request is left hanging.
+    watcher.reset();
+    lot.close_all();
+  }
+  Chat(const Chat&) = delete;
+  Chat& operator=(const Chat&) = delete;
+
+  App& app;
+  std::vector<std::string> rooms;
+  size_t keep = 200;
+  ParkingLot lot;
+  std::unique_ptr<chat::RoomWatcher> watcher;  // null when inotify is unavailable (logged)
+};
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_time(int64_t unix_s) {
+  std::time_t t = unix_s;
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M", &utc);
+  return buf;
+}
+
+int64_t int_arg(std::string_view text, int64_t fallback, int64_t min, int64_t max) {
+  if (text.empty()) return fallback;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min) {
+    throw HttpError(400, "expected a whole number from " + std::to_string(min) + ", got '" +
+                             std::string(text) + "'");
+  }
+  return std::min(v, max);
+}
+
+// The room named in the path, or 404. Only configured rooms exist, so a hostile name never
+// reaches the lock layer or the filesystem.
+const std::string& find_room(const Chat& c, const Request& req) {
+  std::string_view name = req.param("room");
+  for (const auto& room : c.rooms) {
+    if (room == name) return room;
+  }
+  throw HttpError(404, "There is no room called '" + std::string(name) + "'.");
+}
+
+// A single-line user field: valid UTF-8, no control characters, within `max` bytes.
+std::string clean_line(std::string_view field, std::string_view what, size_t max) {
+  if (!util::valid_utf8(field)) throw HttpError(400, std::string(what) + " is not valid UTF-8.");
+  std::string text = util::strip_control_chars(field, /*keep_newlines=*/false);
+  const auto first = text.find_first_not_of(' ');
+  text =
+      first == std::string::npos ? "" : text.substr(first, text.find_last_not_of(' ') - first + 1);
+  if (text.size() > max) {
+    throw HttpError(400, std::string(what) + " is longer than " + std::to_string(max) +
+                             " bytes; shorten it and send it again.");
+  }
+  return text;
+}
+
+// A long-poll's answer: never cached, never held back by a buffering proxy.
+Response poll_answer(std::string json) {
+  Response r = Response::json(std::move(json));
+  r.headers.set("Cache-Control", "no-store");
+  r.headers.set("X-Accel-Buffering", "no");
+  return r;
+}
+
+// --- presence (its own lock) -------------------------------------------------------------
+
+// Marks `name` as present in `room`. Most calls only read: a name seen in the last few seconds
+// is not written again. When it must write, it takes the exclusive lock and READS AGAIN: what
+// it read under the shared lock may have changed between the two locks (check-then-act).
+void note_presence(Context& ctx, const std::string& room, const std::string& name, int64_t now) {
+  if (name.empty()) return;
+  {
+    auto who = ctx.locks.shared(chat::who_lock_name(room));
+    auto seen = chat::parse_presence(ctx.data.read(who, chat::who_path(room)).value());
+    if (!chat::needs_touch(seen, name, now)) return;
+  }
+  auto who = ctx.locks.exclusive(chat::who_lock_name(room));                           // lock
+  auto seen = chat::parse_presence(ctx.data.read(who, chat::who_path(room)).value());  // read
+  if (!chat::needs_touch(seen, name, now)) return;  // someone did it between our two locks
+  chat::touch(seen, name, now);                     // modify
+  ctx.data.commit(who, chat::who_path(room), chat::encode_presence(seen)).check();  // write
+}
+
+// --- pages -------------------------------------------------------------------------------
+
+// GET /chat/ — the room list comes from the configuration: no shared state, so no lock.
+Response index(const Chat& c, Request&, Context& ctx) {
+  view::Dict dict;
+  for (const auto& room : c.rooms) dict.add_section("ROOM").set("NAME", room);
+  return ctx.render("chat/index.html", dict);
+}
+
+// GET /chat/{room}/ — the page the script then keeps current. Two locks, one after the
+// other (never both at once): the room's messages, then its presence list.
+Response show(const Chat& c, Request& req, Context& ctx) {
+  const std::string& room = find_room(c, req);
+  view::Dict dict;
+  dict.set("ROOM", room);
+  {
+    auto guard = ctx.locks.shared(chat::room_lock_name(room));  // readers share
+    RoomState state = chat::read_room(ctx.data, guard, room, c.keep);
+    guard.release();  // everything below works on our copy
+    dict.set("LAST", state.last_id);
+    const size_t first = state.messages.size() - std::min(state.messages.size(), kPageMessages);
+    for (size_t i = first; i < state.messages.size(); ++i) {
+      const Message& m = state.messages[i];
+      view::Dict row = dict.add_section("MESSAGE");
+      row.set("ID", m.id);
+      row.set("TIME", format_time(m.time));
+      row.set("NAME", m.name);
+      row.set("TEXT", m.text);
+    }
+    if (state.messages.empty()) dict.show_section("EMPTY");
+  }
+  {
+    auto who = ctx.locks.shared(chat::who_lock_name(room));
+    auto seen = chat::parse_presence(ctx.data.read(who, chat::who_path(room)).value());
+    for (const auto& name : chat::present(seen, unix_now())) {
+      dict.add_section("WHO").set("NAME", name);
+    }
+  }
+  dict.set("FORM_NAME", clean_line(req.arg("name"), "The name", kMaxNameBytes));
+  return ctx.render("chat/room.html", dict);
+}
+
+// --- say: the writer ---------------------------------------------------------------------
+
+struct SayInput {
+  std::string name;
+  std::string text;
+  bool json = false;  // sent as a JSON body (by the script)
+};
+
+// The form fields, or the JSON body the pipeline left unparsed. The CSRF token was already
+// checked by the pipeline (field _csrf or header X-CSRF-Token).
+SayInput read_say(const Request& req) {
+  SayInput in;
+  std::string_view type = req.headers.get("Content-Type").value_or("");
+  if (type.starts_with("application/json")) {
+    std::string error;
+    auto members = chat::parse_flat_json_object(req.body, error);
+    if (!members) throw HttpError(400, "The JSON body is not usable: " + error + ".");
+    auto field = [&](std::string_view key) -> std::string_view {
+      auto it = members->find(key);
+      return it == members->end() ? std::string_view() : std::string_view(it->second);
+    };
+    in.name = clean_line(field("name"), "The name", kMaxNameBytes);
+    in.text = clean_line(field("text"), "The message", kMaxTextBytes);
+    in.json = true;
+  } else {
+    in.name = clean_line(req.field("name"), "The name", kMaxNameBytes);
+    in.text = clean_line(req.field("text"), "The message", kMaxTextBytes);
+  }
+  if (in.text.empty()) throw HttpError(400, "The message is empty; type something to say.");
+  if (in.name.empty()) in.name = "Anonymous";
+  return in;
+}
+
+// A browser's own form submission (no script) wants the room page back, not JSON.
+bool wants_html(const Request& req, const SayInput& in) {
+  if (in.json) return false;
+  std::string_view accept = req.headers.get("Accept").value_or("");
+  return accept.starts_with("text/html");
+}
+
+// POST /chat/{room}/say
+Response say(Chat& c, Request& req, Context& ctx) {
+  const std::string& room = find_room(c, req);
+
+  // 1. Check the input before locking: nobody waits for our validation.
+  SayInput in = read_say(req);
+  const int64_t now = unix_now();
+
+  std::vector<Message> recent;
+  int64_t id = 0;
+  {
+    // 2. LOCK the room exclusively, before reading: the id we give must be unique, so it is
+    //    derived from what we read under the same lock we write under.
+    auto room_lock = ctx.locks.exclusive(chat::room_lock_name(room));
+    // 3. READ.
+    RoomState state = chat::read_room(ctx.data, room_lock, room, c.keep);
+    // 4. MODIFY in memory.
+    Message m{.id = state.last_id + 1, .time = now, .name = in.name, .text = std::move(in.text)};
+    id = m.id;
+    // 5. WRITE: an atomic, fenced append (refused if our lock was lost meanwhile).
+    chat::add_message(ctx.data, room_lock, room, state, m, c.keep);
+    recent = std::move(state.messages);
+    recent.push_back(std::move(m));
+  }  // 6. UNLOCKED here: the writer held the room only for one read and one append.
+
+  // Wake this process's waiters ourselves, with no lock held: we know every message up to
+  // `id`. Other processes are woken by their watchers (the append changed the room's log).
+  c.lot.deliver(room, recent, id);
+  note_presence(ctx, room, in.name, now);
+
+  if (wants_html(req, in)) {
+    std::string back = "/chat/" + room + "/";
+    if (in.name != "Anonymous") back += "?name=" + http::percent_encode(in.name);
+    return Response::redirect(back);
+  }
+  util::JsonWriter w;
+  w.begin_object().key("id").value(id).end_object();
+  return Response::json(w.take());
+}
+
+// --- messages: the reader that may park --------------------------------------------------
+
+// GET /chat/{room}/messages?since=ID&wait=S[&name=N]
+Response messages(Chat& c, Request& req, Context& ctx) {
+  const std::string& room = find_room(c, req);
+  const int64_t since = int_arg(req.arg("since"), 0, 0, INT64_MAX);
+  const int64_t wait_s = int_arg(req.arg("wait"), 0, 0, kMaxWaitS);  // min(S, 30)
+  const int64_t now = unix_now();
+  note_presence(ctx, room, clean_line(req.arg("name"), "The name", kMaxNameBytes), now);
+
+  // LOCK shared: any number of pollers read the room at once; only a writer excludes them.
+  auto guard = ctx.locks.shared(chat::room_lock_name(room));
+  RoomState state = chat::read_room(ctx.data, guard, room, c.keep);
+
+  // News, no wish to wait, or a client ahead of the room (it then resyncs to `last`):
+  // answer now.
+  if (state.last_id != since || wait_s == 0 || c.watcher == nullptr) {
+    return poll_answer(chat::messages_json(chat::newer_than(state.messages, since), state.last_id));
+  }
+
+  // Nothing new: PARK. We still hold the shared lock here, and a writer needs the exclusive
+  // one, so no message can be stored between our read and our parking: the next message
+  // is sure to find us in the lot. Returning releases the lock and frees this thread.
+  Deferred later = ctx.defer();
+  const bool earliest = c.lot.park(ParkingLot::Waiter{
+      .room = room,
+      .since = since,
+      .deadline = ParkingLot::Clock::now() + std::chrono::seconds(wait_s),
+      .complete =
+          [later](std::string json) { return later.complete(poll_answer(std::move(json))); },
+      .gone = [later] { return later.client_gone(); }});
+  if (earliest) c.watcher->wake();
+  return Response();  // ignored: the lot answers later
+}  // the shared lock is released here; the parked request holds nothing but its lot entry
+
+// GET /chat/{room}/who
+Response who(const Chat& c, Request& req, Context& ctx) {
+  const std::string& room = find_room(c, req);
+  auto guard = ctx.locks.shared(chat::who_lock_name(room));
+  auto seen = chat::parse_presence(ctx.data.read(guard, chat::who_path(room)).value());
+  guard.release();
+  util::JsonWriter w;
+  w.begin_object().key("room").value(room).key("who").begin_array();
+  for (const auto& name : chat::present(seen, unix_now())) w.value(name);
+  w.end_array().end_object();
+  return Response::json(w.take());
+}
+
+// GET /chat/stats.json — this process's long-poll counters (tests use them to prove that
+// parked requests do not leak).
+Response stats(const Chat& c, Request&, Context&) {
+  ParkingLot::Stats s = c.lot.stats();
+  util::JsonWriter w;
+  w.begin_object()
+      .key("pid")
+      .value(static_cast<int64_t>(::getpid()))
+      .key("parked")
+      .value(static_cast<uint64_t>(s.parked))
+      .key("parked_total")
+      .value(s.total)
+      .key("delivered")
+      .value(s.delivered)
+      .key("expired")
+      .value(s.expired)
+      .key("gone")
+      .value(s.gone)
+      .key("refreshes")
+      .value(c.watcher ? c.watcher->refreshes() : uint64_t{0})
+      .end_object();
+  return poll_answer(w.take());
+}
+
+// The watcher's re-read of a room another process changed: the same shared lock a poller
+// takes, from a lock context of its own (it serves no request).
+void refresh(Chat& c, const std::string& room) {
+  if (std::find(c.rooms.begin(), c.rooms.end(), room) == c.rooms.end()) return;
+  auto locks = c.app.locks().context(lock::HolderInfo{.request_id = "chat-watcher",
+                                                      .method = "WATCH",
+                                                      .path = "/chat/" + room + "/",
+                                                      .client_address = ""});
+  RoomState state;
+  {
+    auto guard = locks->shared(chat::room_lock_name(room));
+    state = chat::read_room(c.app.data(), guard, room, c.keep);
+  }
+  locks->end_request();
+  c.lot.deliver(room, state.messages, state.last_id);  // no lock held while answering
+}
+
+}  // namespace
+
+void mount_chat(App& app) {
+  auto c = std::make_shared<Chat>(app);
+  const Config& conf = app.conf();
+  c->rooms = conf.get_strings("chat.rooms");
+  c->keep = static_cast<size_t>(conf.get_int("chat.keep"));
+  for (const auto& room : c->rooms) {
+    bool ok = !room.empty() && room.size() <= 32;
+    for (char ch : room) {
+      ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_');
+    }
+    if (!ok) {
+      throw ConfigError("chat.rooms: '" + room +
+                        "' is not a room name (1-32 of a-z, 0-9, '-', '_')");
+    }
+  }
+
+  std::error_code ec;
+  Chat* raw = c.get();  // the watcher lives inside *c and is stopped by ~Chat
+  auto watcher = std::make_unique<chat::RoomWatcher>(
+      app.data().dir() + "/" + std::string(chat::kRoomsFolder), c->lot,
+      [raw](const std::string& room) { refresh(*raw, room); }, ec);
+  if (ec) {
+    // Without wake-ups a poll cannot wait: it is answered at once (clients poll again).
+    util::log_error("chat: cannot watch " + app.data().dir() + "/" +
+                    std::string(chat::kRoomsFolder) + " (" + ec.message() +
+                    "); long-polls are answered at once");
+  } else {
+    c->watcher = std::move(watcher);
+  }
+
+  // On SIGTERM, answer every parked long-poll at once (clients poll again), so they do not
+  // hold up the stop. Weak: the chat must still die with the router, before the services.
+  app.on_shutdown([weak = std::weak_ptr<Chat>(c)] {
+    if (auto chat = weak.lock()) chat->lot.close_all();
+  });
+
+  Router& r = app.router();
+  r.get("/chat/", [c](Request& req, Context& ctx) { return index(*c, req, ctx); });
+  r.get("/chat/stats.json", [c](Request& req, Context& ctx) { return stats(*c, req, ctx); });
+  r.get("/chat/{room}/", [c](Request& req, Context& ctx) { return show(*c, req, ctx); });
+  r.post("/chat/{room}/say", [c](Request& req, Context& ctx) { return say(*c, req, ctx); });
+  r.get("/chat/{room}/messages",
+        [c](Request& req, Context& ctx) { return messages(*c, req, ctx); });
+  r.get("/chat/{room}/who", [c](Request& req, Context& ctx) { return who(*c, req, ctx); });
+}
+
+}  // namespace kagi::apps

@@ -1,0 +1,25 @@
+// apps/chat/chat.hpp — the sample chat, mounted at /chat/: long-poll waits that hold no thread
+// and no lock.
+//
+//   GET  /chat/                                   the rooms (conf chat.rooms)
+//   GET  /chat/{room}/                            the last messages, a say form, chat.js
+//   POST /chat/{room}/say                         form name, text, _csrf; or a JSON body
+//                                                 {"name","text"} + header X-CSRF-Token
+//                                                 → 200 {"id":N} (303 back to the room for a
+//                                                 browser form without JavaScript)
+//   GET  /chat/{room}/messages?since=ID&wait=S    → 200 {"messages":[...],"last":ID}; waits up
+//                                                 to min(S, 30) s for news, parked
+//   GET  /chat/{room}/who                         → 200 {"room":..,"who":[names seen < 60 s]}
+//   GET  /chat/stats.json                         this process's parked-request counters
+//
+// Read chat.cpp top to bottom: writers lock briefly, readers share, a waiting client holds
+// nothing. docs/CHAT.md explains the design.
+#pragma once
+
+#include "app/app.hpp"
+
+namespace kagi::apps {
+
+void mount_chat(App& app);
+
+}  // namespace kagi::apps

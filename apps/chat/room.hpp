@@ -1,0 +1,44 @@
+// apps/chat/room.hpp — a room on disk, and the names of the locks that protect it.
+//
+//   chat/rooms/<room>.log   the messages: one append-only log, lock "chat/room/<room>"
+//   chat/who/<room>.txt     presence (see presence.hpp), its own lock "chat/who/<room>"
+//
+// Saying something appends one record (no rewrite per message). When the log holds more than
+// twice chat.keep records it is rewritten atomically with the newest `keep`; the rewritten log
+// starts with a record of the highest id ever given, so ids are never reused and a client
+// polling with an old `since` never misses or repeats a message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/message.hpp"
+#include "lock/guard.hpp"
+#include "store/data_dir.hpp"
+
+namespace kagi::apps::chat {
+
+std::string room_lock_name(std::string_view room);
+std::string who_lock_name(std::string_view room);
+std::string room_log_path(std::string_view room);
+std::string who_path(std::string_view room);
+// The folder holding every room log (inside data.dir): the watcher's inotify target.
+inline constexpr std::string_view kRoomsFolder = "chat/rooms";
+
+struct RoomState {
+  std::vector<Message> messages;  // oldest first; at most `keep`
+  int64_t last_id = 0;            // highest id ever given in this room
+  size_t records = 0;             // records in the log (decides when to compact)
+};
+
+// Reads the room under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
+RoomState read_room(const store::DataDir& data, const lock::Guard& guard, std::string_view room,
+                    size_t keep);
+
+// Appends `message` (its id must be state.last_id + 1), compacting as described above.
+void add_message(store::DataDir& data, const lock::ExclusiveGuard& guard, std::string_view room,
+                 const RoomState& state, const Message& message, size_t keep);
+
+}  // namespace kagi::apps::chat

@@ -1,0 +1,63 @@
+// apps/chat/watcher.hpp — the thread that finishes parked long-polls: on news from any
+// process of the host, at their deadline, or when their client goes away.
+//
+// Cross-process wake-ups ride on the filesystem the rooms already live in: every process
+// watches the folder of room logs with inotify, so a message appended by process A wakes the
+// watcher of process B, which reads the room (under the room's shared lock, in `refresh`) and
+// completes its own parked requests. Nothing else is shared between processes: no socket, no
+// registry, no daemon. As a safety net (an inotify queue overflow, a filesystem without
+// inotify events such as NFS) rooms with waiters are also re-read every kRecheck.
+//
+// The same thread answers parked requests whose deadline passed (ParkingLot::expire) and
+// frees those whose client went away (ParkingLot::sweep_gone, every kSweep).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "chat/parking.hpp"
+
+namespace kagi::apps::chat {
+
+class RoomWatcher {
+ public:
+  static constexpr std::chrono::milliseconds kSweep{1000};
+  static constexpr std::chrono::milliseconds kRecheck{5000};
+
+  // Reads room `room` and delivers its news to the lot; runs on the watcher thread.
+  using Refresh = std::function<void(const std::string& room)>;
+
+  // Watches `dir` (created if missing) for changes to "<room>.log" files and starts the
+  // thread. On failure `ec` is set and no thread runs.
+  RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std::error_code& ec);
+  // Stops the thread; parked requests stay in the lot (see ParkingLot::close_all).
+  ~RoomWatcher();
+  RoomWatcher(const RoomWatcher&) = delete;
+  RoomWatcher& operator=(const RoomWatcher&) = delete;
+
+  // Makes the thread re-check its timers now (after parking a request with an earlier
+  // deadline than any other). Thread-safe and cheap.
+  void wake();
+  void stop();
+
+  // How many times a room was re-read (for tests and stats).
+  uint64_t refreshes() const { return refreshes_.load(std::memory_order_relaxed); }
+
+ private:
+  void run();
+
+  const std::string dir_;
+  ParkingLot& lot_;
+  const Refresh refresh_;
+  int inotify_fd_ = -1;
+  int wake_fd_ = -1;  // an eventfd: wake() and stop() write it
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refreshes_{0};
+  std::thread thread_;  // last: started after every field it reads
+};
+
+}  // namespace kagi::apps::chat

@@ -1,0 +1,127 @@
+#include "chat/watcher.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+namespace kagi::apps::chat {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = ParkingLot::Clock;
+
+// Answers of fake parked requests, awaited with a deadline.
+class Answers {
+ public:
+  ParkingLot::Waiter waiter(std::string room, int64_t since, Clock::time_point deadline,
+                            std::shared_ptr<std::atomic<bool>> gone = nullptr) {
+    return {.room = std::move(room),
+            .since = since,
+            .deadline = deadline,
+            .complete =
+                [this](std::string body) {
+                  std::lock_guard lock(mu_);
+                  bodies_.push_back(std::move(body));
+                  cv_.notify_all();
+                  return true;
+                },
+            .gone = [gone] { return gone && gone->load(); }};
+  }
+  // Waits (at most 10 s: a generous bound, not a measurement) for `n` answers.
+  std::vector<std::string> await(size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, 10s, [&] { return bodies_.size() >= n; });
+    return bodies_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> bodies_;  // guarded by mu_
+};
+
+class WatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kagi-chat-watcher-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    dir_ = root_ + "/chat/rooms";  // created by the watcher
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  std::string root_, dir_;
+  ParkingLot lot_;
+};
+
+// A change to a room's log made by ANOTHER process wakes this process's parked requests.
+TEST_F(WatcherTest, AnotherProcessAppendingWakesTheRoom) {
+  Answers answers;
+  std::vector<Message> room{{.id = 1, .name = "ann", .text = "hi"}};
+  std::error_code ec;
+  RoomWatcher watcher(
+      dir_, lot_, [&](const std::string& name) { lot_.deliver(name, room, 1); }, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  lot_.park(answers.waiter("lobby", 0, Clock::now() + 1h));
+  lot_.park(answers.waiter("other", 0, Clock::now() + 1h));
+
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::ofstream(dir_ + "/lobby.log", std::ios::app) << "x";
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+
+  auto got = answers.await(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], messages_json(room, 1));
+  EXPECT_TRUE(lot_.has_waiters("other"));  // its log did not change
+  EXPECT_GE(watcher.refreshes(), 1u);
+}
+
+TEST_F(WatcherTest, AnswersEmptyAtTheDeadline) {
+  Answers answers;
+  std::error_code ec;
+  RoomWatcher watcher(
+      dir_, lot_, [](const std::string&) {}, ec);
+  ASSERT_FALSE(ec);
+  const auto t0 = Clock::now();
+  if (lot_.park(answers.waiter("lobby", 7, t0 + 200ms))) watcher.wake();
+  auto got = answers.await(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], R"({"messages":[],"last":7})");
+  EXPECT_GE(Clock::now() - t0, 200ms);  // not before its deadline
+  EXPECT_EQ(lot_.stats().expired, 1u);
+}
+
+TEST_F(WatcherTest, FreesRequestsWhoseClientWentAway) {
+  Answers answers;
+  std::error_code ec;
+  RoomWatcher watcher(
+      dir_, lot_, [](const std::string&) {}, ec);
+  ASSERT_FALSE(ec);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  for (int i = 0; i < 100; ++i) lot_.park(answers.waiter("lobby", 0, Clock::now() + 1h, gone));
+  gone->store(true);
+  EXPECT_EQ(answers.await(100).size(), 100u);
+  EXPECT_EQ(lot_.stats().gone, 100u);
+  EXPECT_EQ(lot_.stats().parked, 0u);
+}
+
+TEST_F(WatcherTest, RefusesAFolderItCannotCreate) {
+  std::error_code ec;
+  RoomWatcher watcher(
+      "/proc/kagi-no-such/rooms", lot_, [](const std::string&) {}, ec);
+  EXPECT_TRUE(ec);
+}
+
+}  // namespace
+}  // namespace kagi::apps::chat
