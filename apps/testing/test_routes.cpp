@@ -37,6 +37,7 @@ Response echo(Request& req, Context&) {
 
 void mount_test_routes(App& app) {
   Router& r = app.router();
+  r.get("/_test/hello", [](Request&, Context&) { return Response::text("hello\n"); });
   r.get("/_test/echo", echo);
   r.post("/_test/echo", echo);
   r.get("/_test/sleep", [](Request& req, Context&) {

@@ -1,6 +1,7 @@
 // apps/testing/test_routes.hpp — routes under /_test/ that the integration tests drive.
 // Mounted only when conf key test.routes = true; never in production.
 //
+//   GET      /_test/hello           "hello\n": the framework's own cost (benchmarks)
 //   GET|POST /_test/echo            method, path, query args, form fields, cookie names
 //   GET      /_test/sleep?ms=N      sleeps N ms (≤ 60000), then "slept N"
 //   GET      /_test/big?bytes=N     an N-byte body (≤ 64 MiB)

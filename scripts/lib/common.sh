@@ -11,7 +11,7 @@ KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libfcgi-dev libboost-dev
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium)
 # What scripts/bench needs on top.
-KAGI_BENCH_PACKAGES=(wrk php8.2-fpm)
+KAGI_BENCH_PACKAGES=(wrk)
 
 log() { printf '\n== %s\n' "$*"; }
 
