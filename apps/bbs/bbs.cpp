@@ -12,9 +12,6 @@
 // The pitfalls of hand-rolled CGI locking that this order avoids are named where they bite.
 #include "bbs/bbs.hpp"
 
-#include <charconv>
-#include <chrono>
-#include <ctime>
 #include <memory>
 
 #include "app/http_error.hpp"
@@ -22,6 +19,7 @@
 #include "bbs/flood.hpp"
 #include "bbs/input.hpp"
 #include "bbs/text.hpp"
+#include "common/args.hpp"
 #include "lock/lock_context.hpp"
 #include "util/json.hpp"
 #include "util/password.hpp"
@@ -43,31 +41,7 @@ struct Settings {
   bbs::InputLimits limits;
 };
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string format_time(int64_t unix_s) {
-  std::time_t t = unix_s;
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &utc);
-  return buf;
-}
-
-int64_t int_arg(std::string_view text, int64_t fallback, int64_t min, int64_t max) {
-  if (text.empty()) return fallback;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
-    throw HttpError(400, "expected a whole number from " + std::to_string(min) + " to " +
-                             std::to_string(max) + ", got '" + std::string(text) + "'");
-  }
-  return v;
-}
+constexpr const char* kTimeFormat = "%Y-%m-%d %H:%M UTC";
 
 // The board named in the path, or 404. Only configured boards exist, so a hostile name
 // ("../../etc") never reaches the lock layer or the filesystem.
@@ -88,9 +62,9 @@ Response render_board(Context& ctx, const Settings& s, const std::string& board,
                       std::string_view error, int status) {
   view::Dict dict;
   dict.set("BOARD", board);
-  dict.set("TOTAL", static_cast<int64_t>(state.posts.size()));
+  dict.set("TOTAL", static_cast<int64_t>(state.items.size()));
   const int64_t pages =
-      std::max<int64_t>(1, (static_cast<int64_t>(state.posts.size()) + s.page_size - 1) /
+      std::max<int64_t>(1, (static_cast<int64_t>(state.items.size()) + s.page_size - 1) /
                                static_cast<int64_t>(s.page_size));
   page = std::min(page, pages);
   dict.set("PAGE", page);
@@ -98,19 +72,19 @@ Response render_board(Context& ctx, const Settings& s, const std::string& board,
   if (page > 1) dict.add_section("NEWER").set("PAGE", page - 1);
   if (page < pages) dict.add_section("OLDER").set("PAGE", page + 1);
   // Newest first: page 1 ends at the newest post.
-  const auto n = static_cast<int64_t>(state.posts.size());
+  const auto n = static_cast<int64_t>(state.items.size());
   const int64_t first = n - 1 - (page - 1) * static_cast<int64_t>(s.page_size);
   for (int64_t i = first; i >= 0 && i > first - static_cast<int64_t>(s.page_size); --i) {
-    const Post& post = state.posts[static_cast<size_t>(i)];
+    const Post& post = state.items[static_cast<size_t>(i)];
     view::Dict row = dict.add_section("POST");
     row.set("ID", post.id);
     row.set("NAME", post.name);
     row.set("SUBJECT", post.subject.empty() ? "(no subject)" : post.subject);
-    row.set("TIME", format_time(post.time));
+    row.set("TIME", format_utc(post.time, kTimeFormat));
     row.set_trusted_html("BODY_HTML", bbs::body_html(post.body));
     if (!post.password_hash.empty()) row.show_section("DELETABLE");
   }
-  if (state.posts.empty()) dict.show_section("EMPTY");
+  if (state.items.empty()) dict.show_section("EMPTY");
   if (!error.empty()) dict.add_section("ERROR").set("MESSAGE", error);
   if (form) {
     dict.set("FORM_NAME", form->name == "Anonymous" ? "" : form->name);
@@ -134,8 +108,8 @@ Response index(const Settings& s, Request&, Context& ctx) {
         bbs::read_board(ctx.data, all.guard(bbs::board_lock_name(board)), board, s.keep);
     view::Dict row = dict.add_section("BOARD");
     row.set("NAME", board);
-    row.set("COUNT", static_cast<int64_t>(state.posts.size()));
-    row.set("LAST", state.posts.empty() ? "—" : format_time(state.posts.back().time));
+    row.set("COUNT", static_cast<int64_t>(state.items.size()));
+    row.set("LAST", state.items.empty() ? "—" : format_utc(state.items.back().time, kTimeFormat));
   }
   return ctx.render("bbs/index.html", dict);
 }
@@ -194,7 +168,7 @@ Response post(const Settings& s, Request& req, Context& ctx) {
     }
   }
   BoardState state = bbs::read_board(ctx.data, board_lock, board, s.keep);
-  for (auto it = state.posts.rbegin(); it != state.posts.rend() && it - state.posts.rbegin() < 5;
+  for (auto it = state.items.rbegin(); it != state.items.rend() && it - state.items.rbegin() < 5;
        ++it) {
     if (it->client == client && it->body == form.input.body && it->subject == form.input.subject) {
       throw HttpError(409, "This message is already on the board.");
@@ -228,14 +202,14 @@ Response remove(const Settings& s, Request& req, Context& ctx) {
 
   auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));       // 2. lock
   BoardState state = bbs::read_board(ctx.data, board_lock, board, s.keep);  // 3. read
-  auto it = std::find_if(state.posts.begin(), state.posts.end(),
+  auto it = std::find_if(state.items.begin(), state.items.end(),
                          [&](const Post& p) { return p.id == id; });
-  if (it == state.posts.end()) throw HttpError(404, "There is no post " + std::to_string(id) + ".");
+  if (it == state.items.end()) throw HttpError(404, "There is no post " + std::to_string(id) + ".");
   if (it->password_hash.empty() || !util::verify_password(password, it->password_hash)) {
     throw HttpError(403, "The delete password does not match.");
   }
-  state.posts.erase(it);                                                        // 4. modify
-  bbs::replace_posts(ctx.data, board_lock, board, state.posts, state.last_id);  // 5. write
+  state.items.erase(it);                                                        // 4. modify
+  bbs::replace_posts(ctx.data, board_lock, board, state.items, state.last_id);  // 5. write
   return Response::redirect("/bbs/" + board + "/");
 }
 
@@ -250,17 +224,17 @@ Response posts_json(const Settings& s, Request& req, Context& ctx) {
   BoardState state = bbs::read_board(ctx.data, guard, board, s.keep);
 
   // Ascending ids: the first `limit` posts after `since`, or the newest `limit` without it.
-  auto begin = state.posts.begin();
+  auto begin = state.items.begin();
   if (has_since) {
-    begin = std::upper_bound(state.posts.begin(), state.posts.end(), since,
+    begin = std::upper_bound(state.items.begin(), state.items.end(), since,
                              [](int64_t id, const Post& p) { return id < p.id; });
-  } else if (state.posts.size() > limit) {
-    begin = state.posts.end() - static_cast<long>(limit);
+  } else if (state.items.size() > limit) {
+    begin = state.items.end() - static_cast<long>(limit);
   }
   util::JsonWriter w;
   w.begin_object().key("board").value(board).key("posts").begin_array();
   size_t count = 0;
-  for (auto it = begin; it != state.posts.end() && count < limit; ++it, ++count) {
+  for (auto it = begin; it != state.items.end() && count < limit; ++it, ++count) {
     w.begin_object()
         .key("id")
         .value(it->id)
@@ -276,7 +250,7 @@ Response posts_json(const Settings& s, Request& req, Context& ctx) {
   }
   w.end_array()
       .key("total")
-      .value(static_cast<int64_t>(state.posts.size()))
+      .value(static_cast<int64_t>(state.items.size()))
       .key("last_id")
       .value(state.last_id)
       .end_object();

@@ -1,42 +1,43 @@
-// apps/bbs/board.hpp — a board's posts on disk: one append-only log per board
-// ("bbs/boards/<name>.log" under data.dir), protected by the lock "bbs/board/<name>".
-//
-// A post is one appended record (no rewrite of the board per post). Deleting a post and
-// dropping posts beyond bbs.keep rewrite the log atomically; the rewritten log starts with a
-// record holding the highest id ever given, so ids are never reused.
+// apps/bbs/board.hpp — a board's posts on disk: one numbered log per board
+// ("bbs/boards/<name>.log" under data.dir; common/numbered_log.hpp), protected by the lock
+// "bbs/board/<name>".
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "bbs/post.hpp"
-#include "lock/guard.hpp"
-#include "store/data_dir.hpp"
+#include "common/numbered_log.hpp"
 
 namespace kagi::apps::bbs {
 
-std::string board_lock_name(std::string_view board);
-std::string board_log_path(std::string_view board);
+inline std::string board_lock_name(std::string_view board) {
+  return "bbs/board/" + std::string(board);
+}
+inline std::string board_log_path(std::string_view board) {
+  return "bbs/boards/" + std::string(board) + ".log";
+}
 
-struct BoardState {
-  std::vector<Post> posts;  // oldest first; at most `keep`
-  int64_t last_id = 0;      // highest id ever given on this board
-  size_t records = 0;       // records in the log (decides when to compact)
-};
+// items: the posts, oldest first, at most bbs.keep; last_id: the highest id ever given.
+using BoardState = NumberedLog<Post>;
 
 // Reads the board under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
-BoardState read_board(const store::DataDir& data, const lock::Guard& guard, std::string_view board,
-                      size_t keep);
+inline BoardState read_board(const store::DataDir& data, const lock::Guard& guard,
+                             std::string_view board, size_t keep) {
+  return read_numbered<Post>(data, guard, board_log_path(board), keep, &decode);
+}
 
-// Appends `post` (its id must be state.last_id + 1). When the log holds more than twice
-// `keep` records, rewrites it with the newest `keep` posts instead.
-void add_post(store::DataDir& data, const lock::ExclusiveGuard& guard, std::string_view board,
-              const BoardState& state, const Post& post, size_t keep);
+// Appends `post` (its id must be state.last_id + 1); compacts beyond twice `keep`.
+inline void add_post(store::DataDir& data, const lock::ExclusiveGuard& guard,
+                     std::string_view board, const BoardState& state, const Post& post,
+                     size_t keep) {
+  add_numbered(data, guard, board_log_path(board), state, post, keep);
+}
 
-// Rewrites the board with `posts` (e.g. after a delete), keeping last_id.
-void replace_posts(store::DataDir& data, const lock::ExclusiveGuard& guard, std::string_view board,
-                   const std::vector<Post>& posts, int64_t last_id);
+// Rewrites the board with `posts` (after a delete), keeping last_id.
+inline void replace_posts(store::DataDir& data, const lock::ExclusiveGuard& guard,
+                          std::string_view board, const std::vector<Post>& posts, int64_t last_id) {
+  replace_numbered(data, guard, board_log_path(board), posts, last_id);
+}
 
 }  // namespace kagi::apps::bbs

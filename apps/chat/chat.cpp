@@ -29,6 +29,7 @@
 #include "chat/presence.hpp"
 #include "chat/room.hpp"
 #include "chat/watcher.hpp"
+#include "common/args.hpp"
 #include "http/form.hpp"
 #include "lock/lock_context.hpp"
 #include "lock/lock_service.hpp"
@@ -69,31 +70,7 @@ struct Chat {
   std::unique_ptr<chat::RoomWatcher> watcher;  // null when inotify is unavailable (logged)
 };
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string format_time(int64_t unix_s) {
-  std::time_t t = unix_s;
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%H:%M", &utc);
-  return buf;
-}
-
-int64_t int_arg(std::string_view text, int64_t fallback, int64_t min, int64_t max) {
-  if (text.empty()) return fallback;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min) {
-    throw HttpError(400, "expected a whole number from " + std::to_string(min) + ", got '" +
-                             std::string(text) + "'");
-  }
-  return std::min(v, max);
-}
+constexpr const char* kTimeFormat = "%H:%M";
 
 // The room named in the path, or 404. Only configured rooms exist, so a hostile name never
 // reaches the lock layer or the filesystem.
@@ -166,16 +143,16 @@ Response show(const Chat& c, Request& req, Context& ctx) {
     RoomState state = chat::read_room(ctx.data, guard, room, c.keep);
     guard.release();  // everything below works on our copy
     dict.set("LAST", state.last_id);
-    const size_t first = state.messages.size() - std::min(state.messages.size(), kPageMessages);
-    for (size_t i = first; i < state.messages.size(); ++i) {
-      const Message& m = state.messages[i];
+    const size_t first = state.items.size() - std::min(state.items.size(), kPageMessages);
+    for (size_t i = first; i < state.items.size(); ++i) {
+      const Message& m = state.items[i];
       view::Dict row = dict.add_section("MESSAGE");
       row.set("ID", m.id);
-      row.set("TIME", format_time(m.time));
+      row.set("TIME", format_utc(m.time, kTimeFormat));
       row.set("NAME", m.name);
       row.set("TEXT", m.text);
     }
-    if (state.messages.empty()) dict.show_section("EMPTY");
+    if (state.items.empty()) dict.show_section("EMPTY");
   }
   {
     auto who = ctx.locks.shared(chat::who_lock_name(room));
@@ -249,7 +226,7 @@ Response say(Chat& c, Request& req, Context& ctx) {
     id = m.id;
     // 5. WRITE: an atomic, fenced append (refused if our lock was lost meanwhile).
     chat::add_message(ctx.data, room_lock, room, state, m, c.keep);
-    recent = std::move(state.messages);
+    recent = std::move(state.items);
     recent.push_back(std::move(m));
   }  // 6. UNLOCKED here: the writer held the room only for one read and one append.
 
@@ -274,7 +251,7 @@ Response say(Chat& c, Request& req, Context& ctx) {
 Response messages(Chat& c, Request& req, Context& ctx) {
   const std::string& room = find_room(c, req);
   const int64_t since = int_arg(req.arg("since"), 0, 0, INT64_MAX);
-  const int64_t wait_s = int_arg(req.arg("wait"), 0, 0, kMaxWaitS);  // min(S, 30)
+  const int64_t wait_s = std::min(int_arg(req.arg("wait"), 0, 0, INT64_MAX), kMaxWaitS);
   const int64_t now = unix_now();
   note_presence(ctx, room, clean_line(req.arg("name"), "The name", kMaxNameBytes), now);
 
@@ -285,7 +262,7 @@ Response messages(Chat& c, Request& req, Context& ctx) {
   // News, no wish to wait, or a client ahead of the room (it then resyncs to `last`):
   // answer now.
   if (state.last_id != since || wait_s == 0 || c.watcher == nullptr) {
-    return poll_answer(chat::messages_json(chat::newer_than(state.messages, since), state.last_id));
+    return poll_answer(chat::messages_json(chat::newer_than(state.items, since), state.last_id));
   }
 
   // Nothing new: PARK. We still hold the shared lock here, and a writer needs the exclusive
@@ -354,7 +331,7 @@ void refresh(Chat& c, const std::string& room) {
     state = chat::read_room(c.app.data(), guard, room, c.keep);
   }
   locks->end_request();
-  c.lot.deliver(room, state.messages, state.last_id);  // no lock held while answering
+  c.lot.deliver(room, state.items, state.last_id);  // no lock held while answering
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "chat/message.hpp"
+#include "common/numbered_log.hpp"
 #include "lock/guard.hpp"
 #include "store/data_dir.hpp"
 
@@ -27,18 +28,20 @@ std::string who_path(std::string_view room);
 // The folder holding every room log (inside data.dir): the watcher's inotify target.
 inline constexpr std::string_view kRoomsFolder = "chat/rooms";
 
-struct RoomState {
-  std::vector<Message> messages;  // oldest first; at most `keep`
-  int64_t last_id = 0;            // highest id ever given in this room
-  size_t records = 0;             // records in the log (decides when to compact)
-};
+// items: the messages, oldest first, at most chat.keep; last_id: the highest id ever given.
+using RoomState = NumberedLog<Message>;
 
 // Reads the room under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
-RoomState read_room(const store::DataDir& data, const lock::Guard& guard, std::string_view room,
-                    size_t keep);
+inline RoomState read_room(const store::DataDir& data, const lock::Guard& guard,
+                           std::string_view room, size_t keep) {
+  return read_numbered<Message>(data, guard, room_log_path(room), keep, &decode);
+}
 
 // Appends `message` (its id must be state.last_id + 1), compacting as described above.
-void add_message(store::DataDir& data, const lock::ExclusiveGuard& guard, std::string_view room,
-                 const RoomState& state, const Message& message, size_t keep);
+inline void add_message(store::DataDir& data, const lock::ExclusiveGuard& guard,
+                        std::string_view room, const RoomState& state, const Message& message,
+                        size_t keep) {
+  add_numbered(data, guard, room_log_path(room), state, message, keep);
+}
 
 }  // namespace kagi::apps::chat

@@ -1,0 +1,87 @@
+#include "common/fields.hpp"
+
+#include <charconv>
+
+namespace kagi::apps {
+namespace {
+
+void append_escaped(std::string& out, std::string_view text) {
+  for (char c : text) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
+    }
+  }
+}
+
+std::optional<std::string> unescape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (++i == text.size()) return std::nullopt;
+    switch (text[i]) {
+      case '\\':
+        out += '\\';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      default:
+        return std::nullopt;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string join_fields(std::initializer_list<std::string_view> fields) {
+  std::string out;
+  bool first = true;
+  for (std::string_view field : fields) {
+    if (!first) out += '\t';
+    first = false;
+    append_escaped(out, field);
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> split_fields(std::string_view record, size_t count) {
+  std::vector<std::string> fields;
+  fields.reserve(count);
+  while (true) {
+    size_t tab = record.find('\t');
+    auto field = unescape(record.substr(0, tab));
+    if (!field || fields.size() == count) return std::nullopt;
+    fields.push_back(std::move(*field));
+    if (tab == std::string_view::npos) break;
+    record.remove_prefix(tab + 1);
+  }
+  if (fields.size() != count) return std::nullopt;
+  return fields;
+}
+
+std::optional<int64_t> parse_int(std::string_view text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace kagi::apps
