@@ -68,6 +68,18 @@ std::string next_request_id() {
   return prefix + buf;
 }
 
+// What finishing the response to `request` needs, taken when it arrives.
+pipeline::FinishInfo finish_info(const http::Request& request, const pipeline::Settings& settings) {
+  pipeline::FinishInfo info;
+  info.started = std::chrono::steady_clock::now();
+  info.request_id = next_request_id();
+  info.method = request.method;
+  info.target = request.target;
+  info.client_address = request.client_address;
+  info.secure = request.https || settings.behind_https;
+  return info;
+}
+
 util::LogLevel log_level(const std::string& name) {
   if (name == "debug") return util::LogLevel::kDebug;
   if (name == "warn") return util::LogLevel::kWarn;
@@ -110,13 +122,7 @@ http::Response App::error_page(int status, std::string_view message) const {
 
 void App::reject(const http::Request& request, int status, std::string_view message,
                  const std::shared_ptr<Responder>& out) const {
-  pipeline::FinishInfo info;
-  info.started = std::chrono::steady_clock::now();
-  info.request_id = next_request_id();
-  info.method = request.method;
-  info.target = request.target;
-  info.client_address = request.client_address;
-  info.secure = request.https || settings_.behind_https;
+  pipeline::FinishInfo info = finish_info(request, settings_);
   http::Response response = error_page(status, message);
   pipeline::finish(response, info, settings_);
   out->send(std::move(response));
@@ -137,13 +143,7 @@ void App::shutdown() {
 }
 
 void App::handle(http::Request request, std::shared_ptr<Responder> out) {
-  pipeline::FinishInfo info;
-  info.started = std::chrono::steady_clock::now();
-  info.request_id = next_request_id();
-  info.method = request.method;
-  info.target = request.target;
-  info.client_address = request.client_address;
-  info.secure = request.https || settings_.behind_https;
+  pipeline::FinishInfo info = finish_info(request, settings_);
 
   auto send = [&](http::Response response) {
     pipeline::finish(response, info, settings_);
