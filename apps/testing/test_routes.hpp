@@ -2,6 +2,7 @@
 // Mounted only when conf key test.routes = true; never in production.
 //
 //   GET      /_test/hello           "hello\n": the framework's own cost (benchmarks)
+//   GET      /_test/heap            {"in_use": bytes} from mallinfo2 (leak tests)
 //   GET|POST /_test/echo            method, path, query args, form fields, cookie names
 //   GET      /_test/sleep?ms=N      sleeps N ms (≤ 60000), then "slept N"
 //   GET      /_test/big?bytes=N     an N-byte body (≤ 64 MiB)
