@@ -1,6 +1,7 @@
 #include "lock/file_lock.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -212,6 +213,12 @@ std::error_code FileLocks::lock(int fd, Mode mode, Clock::time_point deadline, b
   return ec;
 }
 
+std::error_code FileLocks::try_lock(int fd, Mode mode) {
+  if (::flock(fd, (mode == Mode::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) return {};
+  if (errno == EWOULDBLOCK) return make_error_code(Errc::kTimeout);
+  return {errno, std::generic_category()};
+}
+
 bool FileLocks::writer_waiting(int fd) {
   struct flock fl {};
   fl.l_type = F_WRLCK;
@@ -225,7 +232,17 @@ bool FileLocks::writer_waiting(int fd) {
 std::error_code FileLocks::wait_with_timer(int fd, int type, Clock::time_point deadline) {
   const auto left = deadline - Clock::now();
   if (left <= Clock::duration::zero()) return make_error_code(Errc::kTimeout);
-  if (!t_timer.arm(wait_signal_, left)) return wait_polling(fd, type, deadline);
+  // Threads that block signals (e.g. servers that leave signals to one sigwait thread) would
+  // never see the timer: unblock it for this wait only.
+  sigset_t wanted, old;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, wait_signal_);
+  if (pthread_sigmask(SIG_UNBLOCK, &wanted, &old) != 0) return wait_polling(fd, type, deadline);
+  const bool was_blocked = sigismember(&old, wait_signal_) == 1;
+  if (!t_timer.arm(wait_signal_, left)) {
+    if (was_blocked) pthread_sigmask(SIG_BLOCK, &wanted, nullptr);
+    return wait_polling(fd, type, deadline);
+  }
   std::error_code result;
   for (;;) {
     if (::flock(fd, type) == 0) break;
@@ -239,6 +256,7 @@ std::error_code FileLocks::wait_with_timer(int fd, int type, Clock::time_point d
     }
   }
   t_timer.disarm();
+  if (was_blocked) pthread_sigmask(SIG_BLOCK, &wanted, nullptr);
   return result;
 }
 

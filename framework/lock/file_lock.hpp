@@ -52,6 +52,8 @@ class FileLocks {
   // Takes the lock on `fd` in `mode`, waiting until `deadline`. Errc::kTimeout if the
   // deadline passed first; the errno otherwise. `contended` is set if the first try failed.
   std::error_code lock(int fd, Mode mode, Clock::time_point deadline, bool* contended);
+  // One non-blocking try: empty on success, Errc::kTimeout if taken, the errno otherwise.
+  std::error_code try_lock(int fd, Mode mode);
   // Releases the lock on `fd` (never blocks).
   void unlock(int fd);
   // True if a thread of another process (another file description) is waiting for `fd`'s

@@ -65,8 +65,8 @@ LockContext::LockContext(LockService& service, HolderInfo who, std::unique_ptr<S
 
 LockContext::~LockContext() { end_request(); }
 
-Clock::time_point LockContext::deadline_for(std::optional<ms> timeout) const {
-  return Clock::now() + timeout.value_or(service_.options_.timeout);
+Clock::duration LockContext::timeout_or_default(std::optional<ms> timeout) const {
+  return timeout.value_or(service_.options_.timeout);
 }
 
 std::error_code LockContext::check_order(std::string_view name, std::string* why) noexcept {
@@ -95,8 +95,8 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
 }
 
 std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
-                                         Clock::time_point deadline, bool try_only,
-                                         std::shared_ptr<detail::HeldLock>& out,
+                                         Clock::time_point started, Clock::time_point deadline,
+                                         bool try_only, std::shared_ptr<detail::HeldLock>& out,
                                          std::string* why) noexcept {
   try {
     if (auto ec = validate_name(name, why)) return ec;
@@ -106,7 +106,6 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
     held->mode = mode;
     held->stats = &service_.stats_.for_name(name);
     held_.reserve(held_.size() + 1);  // so that nothing can throw after the lock is taken
-    const Clock::time_point started = Clock::now();
     Registry* registry = service_.registry_.get();
     if (registry) held->slot = registry->publish(who_, name, mode, started);
 
@@ -179,7 +178,8 @@ SharedGuard LockContext::shared(std::string_view name, std::optional<ms> timeout
   const auto started = Clock::now();
   std::shared_ptr<detail::HeldLock> held;
   std::string why;
-  if (auto ec = acquire_one(name, Mode::kShared, deadline_for(timeout), false, held, &why)) {
+  if (auto ec = acquire_one(name, Mode::kShared, started, started + timeout_or_default(timeout),
+                            false, held, &why)) {
     raise(ec, name, started, why);
   }
   return SharedGuard(std::move(held));
@@ -189,7 +189,8 @@ ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> t
   const auto started = Clock::now();
   std::shared_ptr<detail::HeldLock> held;
   std::string why;
-  if (auto ec = acquire_one(name, Mode::kExclusive, deadline_for(timeout), false, held, &why)) {
+  if (auto ec = acquire_one(name, Mode::kExclusive, started, started + timeout_or_default(timeout),
+                            false, held, &why)) {
     raise(ec, name, started, why);
   }
   return ExclusiveGuard(std::move(held));
@@ -198,7 +199,8 @@ ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> t
 std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
   std::shared_ptr<detail::HeldLock> held;
   std::string why;
-  if (auto ec = acquire_one(name, Mode::kShared, Clock::now(), true, held, &why)) {
+  const auto now = Clock::now();
+  if (auto ec = acquire_one(name, Mode::kShared, now, now, true, held, &why)) {
     if (ec == Errc::kTimeout) return std::nullopt;
     raise(ec, name, Clock::now(), why);
   }
@@ -208,7 +210,8 @@ std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
 std::optional<ExclusiveGuard> LockContext::try_exclusive(std::string_view name) {
   std::shared_ptr<detail::HeldLock> held;
   std::string why;
-  if (auto ec = acquire_one(name, Mode::kExclusive, Clock::now(), true, held, &why)) {
+  const auto now = Clock::now();
+  if (auto ec = acquire_one(name, Mode::kExclusive, now, now, true, held, &why)) {
     if (ec == Errc::kTimeout) return std::nullopt;
     raise(ec, name, Clock::now(), why);
   }
@@ -218,7 +221,8 @@ std::optional<ExclusiveGuard> LockContext::try_exclusive(std::string_view name) 
 std::error_code LockContext::try_acquire_for(std::string_view name, Mode mode, ms timeout,
                                              Guard& out) noexcept {
   std::shared_ptr<detail::HeldLock> held;
-  if (auto ec = acquire_one(name, mode, Clock::now() + timeout, false, held, nullptr)) return ec;
+  const auto now = Clock::now();
+  if (auto ec = acquire_one(name, mode, now, now + timeout, false, held, nullptr)) return ec;
   out.release();
   out.held_ = std::move(held);
   return {};
@@ -227,7 +231,7 @@ std::error_code LockContext::try_acquire_for(std::string_view name, Mode mode, m
 LockSet LockContext::acquire(std::vector<std::pair<std::string, Mode>> set,
                              std::optional<ms> timeout) {
   const auto started = Clock::now();
-  const auto deadline = deadline_for(timeout);
+  const auto deadline = started + timeout_or_default(timeout);
   // Canonical order; a name listed twice is taken once, in the stronger mode.
   std::map<std::string, Mode> wanted;
   for (auto& [name, mode] : set) {
@@ -239,7 +243,7 @@ LockSet LockContext::acquire(std::vector<std::pair<std::string, Mode>> set,
   for (const auto& [name, mode] : wanted) {
     std::shared_ptr<detail::HeldLock> held;
     std::string why;
-    if (auto ec = acquire_one(name, mode, deadline, false, held, &why)) {
+    if (auto ec = acquire_one(name, mode, Clock::now(), deadline, false, held, &why)) {
       out.release();  // all or nothing
       raise(ec, name, started, why);
     }

@@ -109,15 +109,16 @@ class LockContext {
 
  private:
   friend class Guard;
-  std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point deadline,
-                              bool try_only, std::shared_ptr<detail::HeldLock>& out,
-                              std::string* why) noexcept;
+  // `started` is when the caller began (read once; the deadline is usually derived from it).
+  std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point started,
+                              Clock::time_point deadline, bool try_only,
+                              std::shared_ptr<detail::HeldLock>& out, std::string* why) noexcept;
   std::error_code check_order(std::string_view name, std::string* why) noexcept;
   [[noreturn]] void raise(std::error_code ec, std::string_view name, Clock::time_point started,
                           const std::string& why) const;
   void release(detail::HeldLock& held) noexcept;
   std::error_code verify(const detail::HeldLock& held) const noexcept;
-  Clock::time_point deadline_for(std::optional<ms> timeout) const;
+  Clock::duration timeout_or_default(std::optional<ms> timeout) const;
 
   LockService& service_;
   HolderInfo who_;

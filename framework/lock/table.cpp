@@ -32,6 +32,11 @@ struct LockTable::Entry {
   FileState file = FileState::kNone;
   bool file_busy = false;  // a holder is taking the file lock right now
   std::condition_variable file_cv;
+  // Idle: refs == 0 but kept, with its descriptor, for the next acquire of the name (the
+  // shard's idle list, bounded). Not counted by size().
+  bool idle = false;
+  Entry* idle_newer = nullptr;
+  Entry* idle_older = nullptr;
   int batch = 0;  // grants served by the current file lock without a system call
   Clock::time_point file_since;
 
@@ -57,13 +62,33 @@ struct LockTable::Shard {
   // A few unused entries kept for reuse: saves an allocation per uncontended acquire.
   // Bounded (kSpares per shard); not counted by size().
   std::vector<std::unique_ptr<Entry>> spares;  // guarded by mu
+  Entry* idle_newest = nullptr;                // guarded by mu
+  Entry* idle_oldest = nullptr;                // guarded by mu
+  size_t idle_count = 0;                       // guarded by mu
+
+  void unlink_idle(Entry* e) {
+    (e->idle_newer ? e->idle_newer->idle_older : idle_newest) = e->idle_older;
+    (e->idle_older ? e->idle_older->idle_newer : idle_oldest) = e->idle_newer;
+    e->idle_newer = e->idle_older = nullptr;
+    e->idle = false;
+    --idle_count;
+  }
+  void push_idle(Entry* e) {
+    e->idle = true;
+    e->idle_older = idle_newest;
+    e->idle_newer = nullptr;
+    (idle_newest ? idle_newest->idle_newer : idle_oldest) = e;
+    idle_newest = e;
+    ++idle_count;
+  }
 };
 
 namespace {
 constexpr size_t kSpares = 4;
 }
 
-LockTable::LockTable(FileLocks* files) : files_(files), shards_(new Shard[kShards]) {}
+LockTable::LockTable(FileLocks* files)
+    : files_(files), max_idle_per_shard_(files ? 64 : 0), shards_(new Shard[kShards]) {}
 
 LockTable::~LockTable() = default;
 
@@ -75,7 +100,7 @@ size_t LockTable::size() const {
   size_t n = 0;
   for (size_t i = 0; i < kShards; ++i) {
     std::lock_guard lock(shards_[i].mu);
-    n += shards_[i].entries.size();
+    n += shards_[i].entries.size() - shards_[i].idle_count;
   }
   return n;
 }
@@ -84,19 +109,22 @@ size_t LockTable::waiting(std::string_view name) const {
   Shard& shard = shard_for(name);
   std::lock_guard lock(shard.mu);
   auto it = shard.entries.find(name);
-  if (it == shard.entries.end()) return 0;
+  if (it == shard.entries.end() || it->second->idle) return 0;
   size_t n = 0;
   for (const Waiter* w = it->second->head; w; w = w->next) ++n;
   return n;
 }
 
-namespace {
+namespace {}  // namespace
 
-LockTable::Entry* find_or_create(
-    std::unordered_map<std::string_view, std::unique_ptr<LockTable::Entry>>& entries,
-    std::vector<std::unique_ptr<LockTable::Entry>>& spares, std::string_view name) {
+LockTable::Entry* LockTable::find_or_create(Shard& shard, std::string_view name) {
+  auto& entries = shard.entries;
+  auto& spares = shard.spares;
   auto it = entries.find(name);
-  if (it != entries.end()) return it->second.get();
+  if (it != entries.end()) {
+    if (it->second->idle) shard.unlink_idle(it->second.get());
+    return it->second.get();
+  }
   std::unique_ptr<LockTable::Entry> e;
   if (spares.empty()) {
     e = std::make_unique<LockTable::Entry>();
@@ -109,6 +137,8 @@ LockTable::Entry* find_or_create(
   entries.emplace(raw->name, std::move(e));
   return raw;
 }
+
+namespace {
 
 void take(LockTable::Entry* e, Mode mode) {
   if (mode == Mode::kExclusive) {
@@ -155,6 +185,14 @@ void LockTable::grant_waiters(Entry* e) {
 
 void LockTable::unref_locked(Shard& shard, Entry* e) {
   if (--e->refs > 0) return;
+  if (e->fd >= 0 && max_idle_per_shard_ > 0) {
+    // Keep it, descriptor and all: the next acquire of this name needs no allocation, no map
+    // insert and no descriptor lookup. The oldest idle entry goes when there are too many.
+    shard.push_idle(e);
+    if (shard.idle_count <= max_idle_per_shard_) return;
+    e = shard.idle_oldest;
+    shard.unlink_idle(e);
+  }
   if (e->fd >= 0) files_->unpin(e->name, e->fd);
   auto it = shard.entries.find(std::string_view(e->name));
   std::unique_ptr<Entry> dead = std::move(it->second);
@@ -192,6 +230,19 @@ std::error_code LockTable::ensure_file(Shard& shard, std::unique_lock<std::mutex
       }
       continue;
     }
+    if (e->fd >= 0) {
+      // The descriptor is known: one non-blocking try right here, without giving up the
+      // shard mutex (the uncontended case; it never blocks).
+      std::error_code ec = files_->try_lock(e->fd, mode);
+      if (!ec) {
+        e->file = mode == Mode::kShared ? FileState::kShared : FileState::kExclusive;
+        e->batch = 0;
+        e->file_since = Clock::now();
+        return {};
+      }
+      if (ec != Errc::kTimeout) return ec;
+      if (try_only) return ec;
+    }
     e->file_busy = true;
     lock.unlock();
     std::error_code ec;
@@ -214,7 +265,7 @@ std::error_code LockTable::acquire(std::string_view name, Mode mode, Clock::time
                                    Grant& out, bool* contended) {
   Shard& shard = shard_for(name);
   std::unique_lock lock(shard.mu);
-  Entry* e = find_or_create(shard.entries, shard.spares, name);
+  Entry* e = find_or_create(shard, name);
   ++e->refs;
   const bool now =
       !e->head && (mode == Mode::kExclusive ? !e->exclusive && e->shared == 0 : shared_may_join(e));
@@ -246,7 +297,7 @@ std::error_code LockTable::acquire(std::string_view name, Mode mode, Clock::time
 std::error_code LockTable::try_acquire(std::string_view name, Mode mode, Grant& out) {
   Shard& shard = shard_for(name);
   std::unique_lock lock(shard.mu);
-  Entry* e = find_or_create(shard.entries, shard.spares, name);
+  Entry* e = find_or_create(shard, name);
   ++e->refs;
   const bool now =
       !e->head && (mode == Mode::kExclusive ? !e->exclusive && e->shared == 0 : shared_may_join(e));

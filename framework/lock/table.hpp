@@ -17,7 +17,8 @@
 //  - On release, if the next waiter is covered by the file lock already held (exclusive covers
 //    both), it is handed over without system calls, within the same batch bounds.
 //  - Every wait ends by its deadline. An entry exists only while someone holds or waits for
-//    its name: size() is 0 when nothing is held.
+//    its name: size() is 0 when nothing is held. (With a FileLocks, up to 64 idle entries per
+//    shard are kept with their open descriptor, as the descriptor cache; they are not counted.)
 //
 // Thread-safe. The table may be used without a FileLocks (in-process exclusion only).
 #pragma once
@@ -80,8 +81,10 @@ class LockTable {
   bool shared_may_join(Entry* e);
   bool batch_lasts(Entry* e);
   void unref_locked(Shard& shard, Entry* e);
+  Entry* find_or_create(Shard& shard, std::string_view name);
 
   FileLocks* files_;
+  const size_t max_idle_per_shard_;  // idle entries kept with their descriptor (0: none)
   static constexpr size_t kShards = 16;
   std::unique_ptr<Shard[]> shards_;
 };

@@ -72,6 +72,34 @@ TEST(FileLocksTest, BlockedWaiterIsWokenByTheRelease) {
   }
 }
 
+// A thread that blocks every signal (as servers with one sigwait thread do) still has its wait
+// bounded: the wait signal is unblocked for the wait only.
+TEST(FileLocksTest, DeadlineHoldsInAThreadThatBlocksSignals) {
+  TempDir dir;
+  FileLocks a(dir.path(), 16, SIGRTMIN + 5), b(dir.path(), 16, SIGRTMIN + 5);
+  int fa = -1, fb = -1;
+  ASSERT_FALSE(a.pin("n", fa));
+  ASSERT_FALSE(b.pin("n", fb));
+  ASSERT_FALSE(a.lock(fa, Mode::kExclusive, Clock::now() + 1s, nullptr));
+  std::error_code result;
+  bool still_blocked = false;
+  std::thread t([&] {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    result = b.lock(fb, Mode::kExclusive, Clock::now() + 50ms, nullptr);
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    still_blocked = sigismember(&now, SIGRTMIN + 5) == 1;
+  });
+  t.join();
+  EXPECT_EQ(result, Errc::kTimeout);
+  EXPECT_TRUE(still_blocked);  // the thread's mask is restored
+  a.unlock(fa);
+  a.unpin("n", fa);
+  b.unpin("n", fb);
+}
+
 TEST(FileLocksTest, IdleDescriptorsAreCachedAndBounded) {
   TempDir dir;
   FileLocks files(dir.path(), 4, 0);
@@ -88,6 +116,23 @@ TEST(FileLocksTest, IdleDescriptorsAreCachedAndBounded) {
     files.unpin("n" + std::to_string(i), fd);
   }
   EXPECT_EQ(files.open_fds(), 4u);
+}
+
+// Through the table: idle entries keep their descriptors (the cache), but both the table's
+// idle entries and the open descriptors stay bounded however many names pass through.
+TEST(FileLocksTest, DescriptorsStayBoundedThroughTheTable) {
+  TempDir dir;
+  FileLocks files(dir.path(), 100, 0);
+  LockTable table(&files);
+  for (int i = 0; i < 3000; ++i) {
+    LockTable::Grant g;
+    ASSERT_FALSE(
+        table.acquire("many/" + std::to_string(i), Mode::kExclusive, Clock::now() + 1s, g));
+    table.release(g);
+  }
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_LE(files.open_fds(), 100u + 16 * 64);  // the idle descriptors + the table's idle entries
+  EXPECT_GE(files.open_fds(), 100u);
 }
 
 TEST(FileLocksTest, HashCollisionIsDetectedNotSilent) {
