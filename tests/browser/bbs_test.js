@@ -1,13 +1,13 @@
 // The BBS in a real browser (issue 5): open the board, post through the form (the CSRF
 // field comes from the page), see the post — its markup shown as text, its URL linked —
-// then delete it with its password. Saves docs/screenshots/bbs.png.
+// then delete it with its password. Saves bbs.png (see screenshotDir).
 "use strict";
 
 const fs = require("node:fs");
 const path = require("node:path");
-const { check, run } = require("./lib/harness");
+const { check, run, screenshotDir } = require("./lib/harness");
 
-run("bbs", async ({ demo, browser, sourceDir }) => {
+run("bbs", async ({ demo, browser }) => {
   const page = await browser.newPage();
   await page.goto(`${demo.baseUrl}/bbs/`);
   await page.click("text=general");
@@ -38,7 +38,7 @@ run("bbs", async ({ demo, browser, sourceDir }) => {
   await Promise.all([page.waitForNavigation(), page.click("form.post-form button[type=submit]")]);
   check((await page.locator("article.post").count()) === 2, "two posts on the board");
 
-  const shot = path.join(sourceDir, "docs", "screenshots", "bbs.png");
+  const shot = path.join(screenshotDir(), "bbs.png");
   fs.mkdirSync(path.dirname(shot), { recursive: true });
   await page.screenshot({ path: shot, fullPage: true });
   const size = fs.statSync(shot).size;

@@ -1,13 +1,13 @@
 // The chat in a real browser (issue 6): two pages in one room; a message typed in one
 // appears in the other without a reload (long-poll), as text, never as HTML. Saves
-// docs/screenshots/chat.png.
+// chat.png (see screenshotDir).
 "use strict";
 
 const fs = require("node:fs");
 const path = require("node:path");
-const { check, run } = require("./lib/harness");
+const { check, run, screenshotDir } = require("./lib/harness");
 
-run("chat", async ({ demo, browser, sourceDir }) => {
+run("chat", async ({ demo, browser }) => {
   const room = `${demo.baseUrl}/chat/lobby/`;
   const alice = await browser.newPage();
   const bob = await browser.newPage();
@@ -46,7 +46,7 @@ run("chat", async ({ demo, browser, sourceDir }) => {
 
   for (const page of [alice, bob]) check(page.errors.length === 0, `page errors: ${page.errors}`);
 
-  const shot = path.join(sourceDir, "docs", "screenshots", "chat.png");
+  const shot = path.join(screenshotDir(), "chat.png");
   fs.mkdirSync(path.dirname(shot), { recursive: true });
   await bob.screenshot({ path: shot, fullPage: true });
   const size = fs.statSync(shot).size;

@@ -125,6 +125,15 @@ async function launchBrowser() {
   };
 }
 
+// Where screenshots go: $KAGI_SCREENSHOT_DIR (ctest sets the build's screenshots/ folder),
+// so test runs never rewrite tracked files. To refresh the ones in the docs:
+//   KAGI_SCREENSHOT_DIR=$PWD/docs/screenshots ctest --test-dir build -L browser
+function screenshotDir() {
+  const dir = process.env.KAGI_SCREENSHOT_DIR || path.join(os.tmpdir(), "kagi-screenshots");
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
 function check(condition, message) {
   if (!condition) throw new Error(message);
 }
@@ -172,4 +181,4 @@ function run(name, body, { timeoutMs = 60000, sets = [] } = {}) {
   })();
 }
 
-module.exports = { check, freePort, launchBrowser, run, startDemo, waitUntil, SKIP };
+module.exports = { check, freePort, launchBrowser, run, startDemo, waitUntil, SKIP, screenshotDir };
