@@ -32,10 +32,10 @@ class AppTest : public ::testing::Test {
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(root_);
     app_ = std::make_unique<App>(Config::load(
-        std::nullopt, {"templates.dir=" + std::string(KAGI_SOURCE_DIR) + "/templates",
-                       "locks.dir=" + (root_ / "locks").string(),
-                       "data.dir=" + (root_ / "data").string(), "log.access=false",
-                       "locks.timeout_ms=200", "limits.max_body_bytes=1000"}));
+        std::nullopt,
+        {"templates.dir=" + std::string(KAGI_SOURCE_DIR) + "/templates",
+         "locks.dir=" + (root_ / "locks").string(), "data.dir=" + (root_ / "data").string(),
+         "log.access=false", "locks.timeout_ms=200", "limits.max_body_bytes=1000"}));
     Router& r = app_->router();
     r.get("/hello", [](Request&, Context&) { return Response::text("hello"); });
     r.post("/form", [](Request& req, Context&) {
