@@ -76,44 +76,13 @@ class Bench:
 
 
 def start_nginx(env, port, base_port, sock):
-    """nginx with the shipped recipe (substituted) plus a baseline server: return 200."""
-    shipped = open(os.path.join(env.source, "conf/nginx/kagi.conf")).read()
-    conf = harness.substitute(shipped, [
-        ("server unix:/run/kagi/kagi.sock;", "server unix:%s;" % sock),
-        ("listen 80;", "listen 127.0.0.1:%d;" % port),
-        ("listen [::]:80;", ""),
-    ])
-    d = env.path("nginx")
-    for sub in ("logs", "body", "fastcgi", "proxy", "uwsgi", "scgi"):
-        os.makedirs(os.path.join(d, sub), exist_ok=True)
-    open(os.path.join(d, "kagi.conf"), "w").write(conf)
-    subprocess.run(["cp", "/etc/nginx/fastcgi_params", d], check=True)
-    main = """
-%(user)s
-worker_processes 1;
-daemon off;
-pid %(d)s/nginx.pid;
-error_log %(d)s/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path %(d)s/body;
-    fastcgi_temp_path %(d)s/fastcgi;
-    proxy_temp_path %(d)s/proxy;
-    uwsgi_temp_path %(d)s/uwsgi;
-    scgi_temp_path %(d)s/scgi;
-    include %(d)s/kagi.conf;
+    """nginx with the shipped recipe, plus a baseline server answering `return 200`."""
+    baseline = """
     server {
-        listen 127.0.0.1:%(base)d;
+        listen 127.0.0.1:%d;
         location / { default_type text/plain; return 200 "hello\\n"; }
-    }
-}
-""" % {"d": d, "base": base_port, "user": "user root root;" if os.getuid() == 0 else ""}
-    open(os.path.join(d, "nginx.conf"), "w").write(main)
-    proc = env.start(["nginx", "-p", d, "-c", os.path.join(d, "nginx.conf")], "nginx.out",
-                     start_new_session=True)
-    env.groups.append(proc)  # killed with its workers by env.close()
-    harness.wait_for_port(port, proc, "nginx")
+    }""" % base_port
+    proc = env.nginx(port, sock, extra_http=baseline, quiet=True)
     harness.wait_for_port(base_port, proc, "nginx baseline")
 
 

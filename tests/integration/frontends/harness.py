@@ -130,8 +130,10 @@ class Env:
             raise AssertionError("spawn-fcgi failed (%d): %s" % (out.returncode, text))
         return pids
 
-    def nginx(self, port, socket_path):
-        """Real nginx with conf/nginx/kagi.conf, substituted for this temp dir."""
+    def nginx(self, port, socket_path, extra_http="", quiet=False):
+        """Real nginx with conf/nginx/kagi.conf, substituted for this temp dir. `extra_http`
+        is added to the http block (the benchmark's baseline server); `quiet` turns the
+        access log off and the error log down (benchmarks)."""
         shipped = open(os.path.join(self.source, "conf/nginx/kagi.conf")).read()
         conf = substitute(shipped, [
             ("server unix:/run/kagi/kagi.sock;", "server unix:%s;" % socket_path),
@@ -148,18 +150,21 @@ class Env:
 worker_processes 1;
 daemon off;
 pid %(d)s/nginx.pid;
-error_log %(d)s/logs/error.log info;
-events { worker_connections 1024; }
+error_log %(d)s/logs/error.log %(level)s;
+events { worker_connections 4096; }
 http {
-    access_log %(d)s/logs/access.log;
+    access_log %(access)s;
     client_body_temp_path %(d)s/body;
     fastcgi_temp_path %(d)s/fastcgi;
     proxy_temp_path %(d)s/proxy;
     uwsgi_temp_path %(d)s/uwsgi;
     scgi_temp_path %(d)s/scgi;
     include %(d)s/kagi.conf;
+%(extra)s
 }
-""" % {"d": self.path("nginx"), "user": "user root root;" if os.getuid() == 0 else ""}
+""" % {"d": self.path("nginx"), "user": "user root root;" if os.getuid() == 0 else "",
+       "level": "warn" if quiet else "info", "extra": extra_http,
+       "access": "off" if quiet else self.path("nginx", "logs", "access.log")}
         open(self.path("nginx", "nginx.conf"), "w").write(main)
         proc = self.start(["nginx", "-p", self.path("nginx"), "-c", self.path("nginx", "nginx.conf")],
                           "nginx.out", start_new_session=True)
