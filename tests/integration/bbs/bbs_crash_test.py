@@ -15,12 +15,15 @@ CLIENTS, POSTS = 8, 150
 def test(env, fail):
     port, pids = bbs_common.start_stack(env, processes=3, threads=4)
     stop = threading.Event()
+    # The kills are paced by progress, not by the clock, so they land mid-load on any machine.
+    progress = threading.Semaphore(0)
 
     def client(c):
         poster = bbs_common.Poster(port)
         acked, failed = [], 0
         for i in range(POSTS):
             body = "client %d post %d" % (c, i)
+            progress.release()
             try:
                 r = poster.post("general", {"name": "c%d" % c, "body": body})
                 if r.status == 303:
@@ -32,10 +35,13 @@ def test(env, fail):
         return acked, failed
 
     def killer():
-        # Two of the three workers die at different moments of the load.
+        # Two of the three workers die at different moments of the load: after a quarter and
+        # after half of all posts were started.
         for pid in pids[:2]:
-            if stop.wait(0.7):
-                return
+            for _ in range(CLIENTS * POSTS // 4):
+                while not progress.acquire(timeout=0.1):
+                    if stop.is_set():
+                        return
             os.kill(pid, signal.SIGKILL)
 
     k = threading.Thread(target=killer)
