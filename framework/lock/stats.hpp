@@ -2,9 +2,8 @@
 // acquisitions, contended acquisitions, timeouts, order violations, leaks, and wait-time and
 // hold-time histograms.
 //
-// Histograms have fixed log-scale buckets (bucket i counts durations below 2^i µs; the last
-// bucket is everything longer), so snapshots from several processes can be summed bucket by
-// bucket and exported to Prometheus as cumulative `le` buckets.
+// Histograms are util::Histogram: fixed log-scale buckets, so snapshots from several
+// processes can be summed bucket by bucket and exported to Prometheus.
 //
 // Recording is lock-free once a prefix is known (atomic counters); looking a prefix up takes
 // a shared (reader) lock. At most kMaxPrefixes distinct prefixes are tracked; further ones
@@ -22,20 +21,16 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "util/histogram.hpp"
+
 namespace kagi::lock {
 
-inline constexpr size_t kHistogramBuckets = 26;  // < 1 µs, < 2 µs, ... < 2^24 µs (16.8 s), more
-inline constexpr size_t kMaxPrefixes = 4096;
+// The histogram lives in util (request latencies use it too); these names keep lock code short.
+using util::Histogram;
+using util::HistogramSnapshot;
+using util::kHistogramBuckets;
 
-struct HistogramSnapshot {
-  std::array<uint64_t, kHistogramBuckets> buckets{};
-  uint64_t count = 0;
-  uint64_t sum_us = 0;
-  // Upper bound of bucket i in µs (the last bucket is unbounded).
-  static uint64_t upper_bound_us(size_t i) { return uint64_t{1} << i; }
-  // The smallest bucket bound below which at least `q` (0..1) of the samples fall.
-  uint64_t quantile_bound_us(double q) const;
-};
+inline constexpr size_t kMaxPrefixes = 4096;
 
 struct PrefixStatsSnapshot {
   uint64_t acquisitions = 0;
@@ -50,16 +45,6 @@ struct PrefixStatsSnapshot {
 struct StatsSnapshot {
   std::map<std::string, PrefixStatsSnapshot> prefixes;  // sorted by prefix
   PrefixStatsSnapshot total() const;
-};
-
-class Histogram {
- public:
-  void record(std::chrono::nanoseconds d);
-  HistogramSnapshot snapshot() const;
-
- private:
-  std::array<std::atomic<uint64_t>, kHistogramBuckets> buckets_{};
-  std::atomic<uint64_t> sum_us_{0};
 };
 
 struct PrefixStats {

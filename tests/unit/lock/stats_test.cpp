@@ -11,24 +11,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(StatsTest, HistogramBucketsAreLog2Microseconds) {
-  Histogram h;
-  h.record(500ns);   // < 1 µs → bucket 0
-  h.record(1us);     // [1, 2) µs → bucket 1
-  h.record(3us);     // [2, 4) → bucket 2
-  h.record(1500us);  // [1024, 2048) → bucket 11
-  h.record(10000s);  // beyond the last bound → last bucket
-  HistogramSnapshot s = h.snapshot();
-  EXPECT_EQ(s.count, 5u);
-  EXPECT_EQ(s.buckets[0], 1u);
-  EXPECT_EQ(s.buckets[1], 1u);
-  EXPECT_EQ(s.buckets[2], 1u);
-  EXPECT_EQ(s.buckets[11], 1u);
-  EXPECT_EQ(s.buckets[kHistogramBuckets - 1], 1u);
-  EXPECT_EQ(HistogramSnapshot::upper_bound_us(11), 2048u);
-  EXPECT_EQ(s.quantile_bound_us(0.5), 4u);
-}
-
 TEST(StatsTest, CountsPerPrefixAndSums) {
   Stats stats;
   stats.for_name("bbs/board/1").acquisitions++;
