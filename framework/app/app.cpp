@@ -97,6 +97,7 @@ App::App(Config conf)
       locks_(lock::LockService::create(lock_options(conf_))),
       data_(open_data_dir(conf_)),
       views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"))) {
+  settings_.requests = &requests_;
   util::set_log_level(log_level(conf_.get_string("log.level")));
 }
 
@@ -169,6 +170,7 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
     response.headers.set("Allow", match.allow);
     return send(std::move(response));
   }
+  info.route = *match.route;
   if (csrf::is_unsafe_method(request.method)) {
     if (int status = pipeline::parse_body(request, limits_, error)) {
       return send(error_page(status, error));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "app/context.hpp"
+#include "app/request_stats.hpp"
 #include "app/responder.hpp"
 #include "app/router.hpp"
 #include "app/settings.hpp"
@@ -50,6 +51,8 @@ class App {
   lock::LockService& locks() { return *locks_; }
   store::DataDir& data() { return *data_; }
   view::Views& views() { return *views_; }
+  // Requests finished by this process, per route and status (for /metrics).
+  const RequestStats& requests() const { return requests_; }
 
   // Runs one request through the pipeline; the response goes out through `out` (see
   // responder.hpp). Thread-safe: front ends call it from all their worker threads.
@@ -76,6 +79,7 @@ class App {
   std::vector<std::function<void()>> shutdown_hooks_;  // guarded by shutdown_mu_
   Config conf_;
   Limits limits_;
+  RequestStats requests_;
   pipeline::Settings settings_;
   int retry_after_s_;
   std::unique_ptr<lock::LockService> locks_;

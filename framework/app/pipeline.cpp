@@ -1,6 +1,7 @@
 #include "app/pipeline.hpp"
 
 #include "app/csrf.hpp"
+#include "app/request_stats.hpp"
 #include "http/form.hpp"
 #include "util/log.hpp"
 
@@ -109,9 +110,13 @@ void finish(http::Response& response, const FinishInfo& info, const Settings& se
     response.body.clear();
   }
 
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - info.started);
+  if (settings.requests) {
+    settings.requests->record(info.route.empty() ? kNoRoute : std::string_view(info.route),
+                              response.status, took);
+  }
   if (settings.access_log) {
-    auto took = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - info.started);
     util::log_info("access " + info.client_address + " \"" + info.method + " " + info.target +
                    "\" " + std::to_string(response.status) + " " +
                    std::to_string(response.body.size()) + " " +

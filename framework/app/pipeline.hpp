@@ -29,10 +29,12 @@ struct FinishInfo {
   std::string client_address;
   bool secure = false;         // add Secure to cookies
   std::string new_csrf_token;  // set the kagi_csrf cookie when non-empty
+  std::string route;           // the matched route (request_stats.hpp); empty: none
   std::chrono::steady_clock::time_point started;
 };
 
-// Security headers, cookie attributes, X-Request-Id, HEAD bodies; then the access log line.
+// Security headers, cookie attributes, X-Request-Id, HEAD bodies; then the access log line
+// and the request statistics (settings.requests, when set).
 void finish(http::Response& response, const FinishInfo& info, const Settings& settings);
 
 }  // namespace kagi::pipeline

@@ -38,7 +38,9 @@ bool matches(const std::vector<std::string>& pattern, const std::vector<std::str
 }  // namespace
 
 void Router::add(std::string method, std::string pattern, Handler handler) {
-  routes_.push_back(Route{std::move(method), split_path(pattern), std::move(handler)});
+  std::string key = method + " " + pattern;
+  routes_.push_back(
+      Route{std::move(method), split_path(pattern), std::move(key), std::move(handler)});
 }
 
 Router::Match Router::match(std::string_view method, std::string_view path) const {
@@ -52,6 +54,7 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
     if (matches(route.segments, segments, &params)) {
       result.kind = Match::kFound;
       result.handler = &route.handler;
+      result.route = &route.key;
       result.params = std::move(params);
       return result;
     }

@@ -30,9 +30,10 @@ class Router {
 
   struct Match {
     enum Kind { kFound, kNotFound, kMethodNotAllowed } kind = kNotFound;
-    const Handler* handler = nullptr;  // kFound
-    http::Params params;               // kFound: the {placeholders}
-    std::string allow;                 // kMethodNotAllowed: "GET, HEAD, POST"
+    const Handler* handler = nullptr;    // kFound
+    const std::string* route = nullptr;  // kFound: "GET /bbs/{board}/" (method + pattern)
+    http::Params params;                 // kFound: the {placeholders}
+    std::string allow;                   // kMethodNotAllowed: "GET, HEAD, POST"
   };
   Match match(std::string_view method, std::string_view path) const;
 
@@ -40,6 +41,7 @@ class Router {
   struct Route {
     std::string method;
     std::vector<std::string> segments;  // "{x}" for a placeholder
+    std::string key;                    // "GET /bbs/{board}/"
     Handler handler;
   };
   std::vector<Route> routes_;

@@ -1,5 +1,5 @@
 // app/settings.hpp — the config values the request path needs, read once at start so that
-// serving a request does no config lookups.
+// serving a request does no config lookups (and where the finishing step counts requests).
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,8 @@
 #include "http/form.hpp"
 
 namespace kagi {
+
+class RequestStats;
 
 struct Limits {
   size_t max_body_bytes = 1024 * 1024;  // limits.max_body_bytes → 413
@@ -21,9 +23,10 @@ struct Limits {
 namespace pipeline {
 
 struct Settings {
-  std::string csp;            // security.csp
-  bool access_log = true;     // log.access
-  bool behind_https = false;  // server.behind_https
+  std::string csp;                   // security.csp
+  bool access_log = true;            // log.access
+  bool behind_https = false;         // server.behind_https
+  RequestStats* requests = nullptr;  // counted by pipeline::finish(); set by App, not config
 
   static Settings from(const Config& conf);
 };

@@ -203,6 +203,27 @@ TEST_F(AppTest, ParkedRequestCompletesLaterFromAnotherThread) {
   EXPECT_FALSE(parked_.complete(Response::text("again"))) << "completes once";
 }
 
+TEST_F(AppTest, CountsRequestsPerRouteAndStatus) {
+  run(get("/items/1"));
+  run(get("/items/2"));
+  auto head = get("/items/3");
+  head.method = "HEAD";
+  run(std::move(head));
+  run(get("/teapot"));
+  run(get("/nothing"));
+  run(post("/form", "x=1", ""));  // 403: matched its route, failed the CSRF check
+  auto parked_out = std::make_shared<CapturingResponder>();
+  app_->handle(get("/park"), parked_out);  // parked: not finished, not counted yet
+  RequestStatsSnapshot s = app_->requests().snapshot();
+  EXPECT_EQ(s.routes.at("GET /items/{id}").by_status.at(200), 3u) << "HEAD counts under GET";
+  EXPECT_EQ(s.routes.at("GET /teapot").by_status.at(418), 1u);
+  EXPECT_EQ(s.routes.at(std::string(kNoRoute)).by_status.at(404), 1u);
+  EXPECT_EQ(s.routes.at("POST /form").by_status.at(403), 1u);
+  EXPECT_EQ(s.routes.count("GET /park"), 0u);
+  ASSERT_TRUE(parked_.complete(Response::text("late")));
+  EXPECT_EQ(app_->requests().snapshot().routes.at("GET /park").by_status.at(200), 1u);
+}
+
 TEST_F(AppTest, ErrorPageEscapesItsMessage) {
   auto page = app_->error_page(400, "<script>alert(1)</script>");
   EXPECT_EQ(page.body.find("<script>"), std::string::npos);
