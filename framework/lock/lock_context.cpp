@@ -87,6 +87,8 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
                               "); take them as one set: ctx.locks.acquire({...})";
   service_.stats_.for_name(name).order_violations.fetch_add(1, std::memory_order_relaxed);
   log_event(message);
+  service_.events_.record(EventKind::kOrderViolation, name, Mode::kShared, who_,
+                          "taken while holding '" + later->name + "'");
   if (service_.options_.order_check_fail) {
     if (why) *why = message;
     return make_error_code(Errc::kOrderViolation);
@@ -116,8 +118,13 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
     if (ec) {
       if (registry) registry->clear(held->slot);
       if (ec == Errc::kTimeout && !try_only) {
+        const auto waited = Clock::now() - started;
         held->stats->timeouts.fetch_add(1, std::memory_order_relaxed);
-        held->stats->wait.record(Clock::now() - started);
+        held->stats->wait.record(waited);
+        service_.events_.record(EventKind::kTimeout, name, mode, who_,
+                                "gave up after " +
+                                    std::to_string(std::chrono::duration_cast<ms>(waited).count()) +
+                                    " ms");
       }
       return ec;
     }
@@ -264,6 +271,8 @@ size_t LockContext::end_request() {
     std::shared_ptr<detail::HeldLock> held = held_.back();
     ++leaks;
     held->stats->leaks.fetch_add(1, std::memory_order_relaxed);
+    service_.events_.record(EventKind::kLeak, held->name, held->mode, who_,
+                            "still held at the end of the request");
     log_event("leak: '" + held->name + "' (" + std::string(to_string(held->mode)) +
               ") still held at the end of request " + who_.request_id + " " + who_.method + " " +
               who_.path + "; released. Keep guards in the handler's scope.");

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "lock/backend.hpp"
+#include "lock/events.hpp"
 #include "lock/lock_context.hpp"
 #include "lock/options.hpp"
 #include "lock/registry.hpp"
@@ -37,6 +38,8 @@ class LockService {
   RegistrySnapshot snapshot() const;
   // This process's counters per name prefix.
   StatsSnapshot stats() const;
+  // This process's recent timeouts, leaks and order violations, newest first (lock/events.hpp).
+  std::vector<LockEvent> recent_events() const { return events_.recent(); }
 
   const LockOptions& options() const { return options_; }
   // Names held or waited for in this process right now (0 when idle).
@@ -49,6 +52,7 @@ class LockService {
   LockOptions options_;
   pid_t pid_;
   Stats stats_;
+  EventLog events_;
   std::unique_ptr<Registry> registry_;  // null if options_.registry is false
   std::unique_ptr<Backend> backend_;
 };
