@@ -1,0 +1,161 @@
+#include "admin/access.hpp"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "util/password.hpp"
+
+namespace kagi::apps::admin {
+namespace {
+
+constexpr size_t kMaxAuthorization = 1024;
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      const char c = text[i + j];
+      if (c == '=') {
+        // Padding only at the very end, in the last two positions.
+        if (i + 4 != text.size() || j < 2) return std::nullopt;
+        ++pad;
+        v[j] = 0;
+      } else {
+        if (pad > 0) return std::nullopt;
+        v[j] = base64_value(c);
+        if (v[j] < 0) return std::nullopt;
+      }
+    }
+    const uint32_t n = (static_cast<uint32_t>(v[0]) << 18) | (static_cast<uint32_t>(v[1]) << 12) |
+                       (static_cast<uint32_t>(v[2]) << 6) | static_cast<uint32_t>(v[3]);
+    out += static_cast<char>((n >> 16) & 0xff);
+    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
+    if (pad < 1) out += static_cast<char>(n & 0xff);
+  }
+  return out;
+}
+
+std::optional<BasicCredentials> parse_basic_auth(std::string_view header) {
+  if (header.size() > kMaxAuthorization) return std::nullopt;
+  size_t space = header.find(' ');
+  if (space == std::string_view::npos || !iequals(header.substr(0, space), "basic")) {
+    return std::nullopt;
+  }
+  std::string_view encoded = header.substr(space + 1);
+  while (!encoded.empty() && encoded.front() == ' ') encoded.remove_prefix(1);
+  while (!encoded.empty() && encoded.back() == ' ') encoded.remove_suffix(1);
+  if (encoded.empty()) return std::nullopt;
+  auto decoded = base64_decode(encoded);
+  if (!decoded) return std::nullopt;
+  size_t colon = decoded->find(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  return BasicCredentials{decoded->substr(0, colon), decoded->substr(colon + 1)};
+}
+
+std::string normalize_address(std::string_view address) {
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']') {
+    address = address.substr(1, address.size() - 2);
+  }
+  constexpr std::string_view kMapped = "::ffff:";
+  if (address.size() > kMapped.size() && iequals(address.substr(0, kMapped.size()), kMapped) &&
+      address.find('.') != std::string_view::npos) {
+    address.remove_prefix(kMapped.size());
+  }
+  return std::string(address);
+}
+
+std::map<std::string, std::string> parse_htpasswd(std::string_view text) {
+  std::map<std::string, std::string> users;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;
+    users.emplace(std::string(line.substr(0, colon)), std::string(line.substr(colon + 1)));
+  }
+  return users;
+}
+
+AdminAccess::AdminAccess(std::string htpasswd_path, std::vector<std::string> allow)
+    : path_(std::move(htpasswd_path)) {
+  for (const std::string& a : allow) allow_.push_back(normalize_address(a));
+}
+
+std::optional<std::string> AdminAccess::hash_for(const std::string& user) const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return std::nullopt;
+  std::string text;
+  bool changed;
+  {
+    std::lock_guard lock(mu_);
+    changed = st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec ||
+              st.st_size != size_;
+  }
+  if (changed) {
+    // Read outside the lock; the last reader to finish wins, and all read the same file.
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    auto users = parse_htpasswd(ss.str());
+    std::lock_guard lock(mu_);
+    users_ = std::move(users);
+    mtime_ = st.st_mtim;
+    size_ = st.st_size;
+  }
+  std::lock_guard lock(mu_);
+  auto it = users_.find(user);
+  if (it == users_.end()) return std::nullopt;
+  return it->second;
+}
+
+Access AdminAccess::check(std::string_view client_address,
+                          std::optional<std::string_view> authorization) const {
+  if (!enabled()) return Access::kOff;
+  const std::string client = normalize_address(client_address);
+  bool allowed = false;
+  for (const std::string& a : allow_) allowed = allowed || a == client;
+  if (!allowed) return Access::kForbidden;
+  if (!authorization) return Access::kUnauthorized;
+  auto creds = parse_basic_auth(*authorization);
+  if (!creds) return Access::kUnauthorized;
+  auto hash = hash_for(creds->user);
+  // An unknown user still costs one bcrypt run, so timing does not tell which users exist.
+  static constexpr std::string_view kDummy =
+      "$2y$10$abcdefghijklmnopqrstuu5Pe7cpc9ghWWDUCvEtyuJzB0o1j8Sgq";
+  const bool ok = util::verify_password(creds->password, hash ? *hash : kDummy);
+  return ok && hash ? Access::kAllowed : Access::kUnauthorized;
+}
+
+}  // namespace kagi::apps::admin

@@ -1,0 +1,76 @@
+#include "admin/admin.hpp"
+
+#include <memory>
+
+#include "admin/access.hpp"
+#include "admin/host_stats.hpp"
+#include "admin/status.hpp"
+#include "app/http_error.hpp"
+#include "lock/lock_service.hpp"
+#include "view/views.hpp"
+
+namespace kagi::apps {
+namespace {
+
+using admin::Access;
+
+// What every admin handler shares; owned by the routes, so it dies with the router (before
+// the lock service it reads).
+struct AdminState {
+  AdminState(App& app)
+      : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
+        locks_dir(app.locks().options().dir),
+        publisher(app.locks(), app.requests(), {}) {}
+  admin::AdminAccess access;
+  std::string locks_dir;
+  admin::StatsPublisher publisher;
+};
+
+void require_access(const AdminState& state, const Request& req) {
+  switch (state.access.check(req.client_address, req.headers.get("Authorization"))) {
+    case Access::kOff:
+      throw HttpError(404, "no such page");
+    case Access::kForbidden:
+      throw HttpError(403, "the admin pages are not open to " + req.client_address +
+                               "; add the address to admin.allow");
+    case Access::kUnauthorized:
+      throw HttpError(401, "the admin pages need a user name and password from admin.htpasswd")
+          .with_header("WWW-Authenticate", "Basic realm=\"kagi admin\", charset=\"UTF-8\"");
+    case Access::kAllowed:
+      return;
+  }
+}
+
+// Admin data changes every second and may name clients: never cached anywhere.
+Response no_store(Response r) {
+  r.headers.set("Cache-Control", "no-store");
+  return r;
+}
+
+}  // namespace
+
+void mount_admin(App& app) {
+  // With admin.htpasswd empty the routes do not exist (404 from the router) and no publisher
+  // thread runs.
+  if (app.conf().get_string("admin.htpasswd").empty()) return;
+  auto state = std::make_shared<AdminState>(app);
+  Router& r = app.router();
+  r.get("/admin/locks", [state](Request& req, Context& ctx) {
+    require_access(*state, req);
+    view::Dict dict;
+    admin::fill_dict(admin::collect_status(state->locks_dir), dict);
+    return no_store(ctx.render("admin/locks.html", dict));
+  });
+  r.get("/admin/locks.json", [state](Request& req, Context&) {
+    require_access(*state, req);
+    return no_store(Response::json(admin::to_json(admin::collect_status(state->locks_dir))));
+  });
+  r.get("/metrics", [state](Request& req, Context&) {
+    require_access(*state, req);
+    Response out = Response::text(admin::to_prometheus(admin::collect_status(state->locks_dir)));
+    out.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    return no_store(std::move(out));
+  });
+}
+
+}  // namespace kagi::apps

@@ -1,0 +1,17 @@
+// admin/admin.hpp — the lock-status admin app: GET /admin/locks (HTML), /admin/locks.json and
+// /metrics (Prometheus text), protected by admin.htpasswd + admin.allow (see access.hpp and
+// docs/ADMIN.md).
+//
+//   kagi::App app(conf);
+//   kagi::apps::mount_admin(app);   // no routes at all when admin.htpasswd is empty
+#pragma once
+
+#include "app/app.hpp"
+
+namespace kagi::apps {
+
+// Mounts the admin routes and starts this process's stats publisher (admin/host_stats.hpp), so
+// pages served by any worker show every worker's counters. Call after any fork().
+void mount_admin(App& app);
+
+}  // namespace kagi::apps

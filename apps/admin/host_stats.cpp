@@ -1,0 +1,330 @@
+#include "admin/host_stats.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "lock/lock_service.hpp"
+
+namespace kagi::apps::admin {
+namespace {
+
+constexpr std::string_view kMagicLine = "kagi-stats\t2";
+constexpr size_t kEventsPerProcess = 64;
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Tabs and line breaks would split a record: route paths are percent-decoded and may hold them.
+std::string clean(std::string_view s) {
+  std::string out(s.substr(0, 512));
+  for (char& c : out) {
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+std::vector<std::string_view> split_tabs(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    size_t tab = line.find('\t', start);
+    out.push_back(line.substr(start, tab == std::string_view::npos ? tab : tab - start));
+    if (tab == std::string_view::npos) return out;
+    start = tab + 1;
+  }
+}
+
+template <typename T>
+bool parse_number(std::string_view s, T& out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+void put_histogram(std::string& out, const lock::HistogramSnapshot& h) {
+  out += '\t' + std::to_string(h.count) + '\t' + std::to_string(h.sum_us);
+  for (uint64_t b : h.buckets) out += '\t' + std::to_string(b);
+}
+
+bool get_histogram(const std::vector<std::string_view>& f, size_t& i, lock::HistogramSnapshot& h) {
+  if (i + 2 + lock::kHistogramBuckets > f.size()) return false;
+  if (!parse_number(f[i++], h.count) || !parse_number(f[i++], h.sum_us)) return false;
+  for (uint64_t& b : h.buckets) {
+    if (!parse_number(f[i++], b)) return false;
+  }
+  return true;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+// /proc/self/stat field 22: the start time in clock ticks since boot. With the pid it names
+// this process uniquely even across pid reuse.
+std::string process_stem() {
+  std::string stat;
+  std::string start = "0";
+  if (read_file("/proc/self/stat", stat)) {
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos) {
+      std::istringstream rest(stat.substr(paren + 2));
+      std::string field;
+      for (int i = 3; i <= 22 && rest >> field; ++i) {
+        if (i == 22) start = field;
+      }
+    }
+  }
+  return std::to_string(::getpid()) + "-" + start;
+}
+
+}  // namespace
+
+void add_into(lock::StatsSnapshot& total, const lock::StatsSnapshot& part) {
+  for (const auto& [prefix, p] : part.prefixes) {
+    lock::PrefixStatsSnapshot& t = total.prefixes[prefix];
+    t.acquisitions += p.acquisitions;
+    t.contended += p.contended;
+    t.timeouts += p.timeouts;
+    t.order_violations += p.order_violations;
+    t.leaks += p.leaks;
+    t.wait.add(p.wait);
+    t.hold.add(p.hold);
+  }
+}
+
+std::string encode_stats_file(const lock::StatsSnapshot& stats,
+                              const RequestStatsSnapshot& requests,
+                              const std::deque<Event>& events) {
+  std::string out(kMagicLine);
+  out += '\n';
+  for (const auto& [prefix, p] : stats.prefixes) {
+    out += "p\t" + clean(prefix) + '\t' + std::to_string(p.acquisitions) + '\t' +
+           std::to_string(p.contended) + '\t' + std::to_string(p.timeouts) + '\t' +
+           std::to_string(p.order_violations) + '\t' + std::to_string(p.leaks);
+    put_histogram(out, p.wait);
+    put_histogram(out, p.hold);
+    out += '\n';
+  }
+  // r <route> <duration histogram> <status>=<count>...
+  for (const auto& [route, r] : requests.routes) {
+    out += "r\t" + clean(route);
+    put_histogram(out, r.duration);
+    for (const auto& [status, n] : r.by_status) {
+      out += '\t' + std::to_string(status) + '=' + std::to_string(n);
+    }
+    out += '\n';
+  }
+  for (const Event& e : events) {
+    out += "e\t" + std::to_string(e.unix_ms) + '\t' + clean(e.kind) + '\t' + clean(e.name) + '\t' +
+           std::to_string(e.pid) + '\t' + clean(e.method) + '\t' + clean(e.path) + '\t' +
+           clean(e.detail) + '\n';
+  }
+  out += "end\n";
+  return out;
+}
+
+bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
+                       RequestStatsSnapshot& requests, std::vector<Event>& events) {
+  if (text.substr(0, kMagicLine.size() + 1) != std::string(kMagicLine) + "\n") return false;
+  text.remove_prefix(kMagicLine.size() + 1);
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) return false;  // torn: every line ends in '\n'
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+    if (line == "end") return text.empty();
+    std::vector<std::string_view> f = split_tabs(line);
+    if (f[0] == "p" && f.size() == 7 + 2 * (2 + lock::kHistogramBuckets)) {
+      lock::PrefixStatsSnapshot p;
+      if (!parse_number(f[2], p.acquisitions) || !parse_number(f[3], p.contended) ||
+          !parse_number(f[4], p.timeouts) || !parse_number(f[5], p.order_violations) ||
+          !parse_number(f[6], p.leaks)) {
+        return false;
+      }
+      size_t i = 7;
+      if (!get_histogram(f, i, p.wait) || !get_histogram(f, i, p.hold)) return false;
+      stats.prefixes[std::string(f[1])] = p;
+    } else if (f[0] == "r" && f.size() >= 2 + 2 + lock::kHistogramBuckets) {
+      RouteStatsSnapshot r;
+      size_t i = 2;
+      if (!get_histogram(f, i, r.duration)) return false;
+      for (; i < f.size(); ++i) {
+        const size_t eq = f[i].find('=');
+        int status = 0;
+        uint64_t n = 0;
+        if (eq == std::string_view::npos || !parse_number(f[i].substr(0, eq), status) ||
+            !parse_number(f[i].substr(eq + 1), n)) {
+          return false;
+        }
+        r.by_status[status] = n;
+      }
+      requests.routes[std::string(f[1])] = std::move(r);
+    } else if (f[0] == "e" && f.size() == 8) {
+      Event e;
+      if (!parse_number(f[1], e.unix_ms) || !parse_number(f[4], e.pid)) return false;
+      e.kind = f[2];
+      e.name = f[3];
+      e.method = f[5];
+      e.path = f[6];
+      e.detail = f[7];
+      events.push_back(std::move(e));
+    } else {
+      return false;
+    }
+  }
+  return false;  // no "end" line
+}
+
+HostStats read_host_stats(const std::string& locks_dir) {
+  HostStats host;
+  const std::string dir = locks_dir + "/stats";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return host;
+  std::vector<std::string> stems;
+  while (dirent* ent = ::readdir(d)) {
+    std::string_view n = ent->d_name;
+    if (n.size() > 6 && n.substr(n.size() - 6) == ".stats")
+      stems.emplace_back(n.substr(0, n.size() - 6));
+  }
+  ::closedir(d);
+  for (const std::string& stem : stems) {
+    const std::string live = dir + "/" + stem + ".live";
+    const std::string file = dir + "/" + stem + ".stats";
+    int fd = ::open(live.c_str(), O_RDONLY | O_CLOEXEC);
+    bool dead = fd < 0 && errno == ENOENT;
+    if (fd >= 0 && ::flock(fd, LOCK_SH | LOCK_NB) == 0) dead = true;  // nobody holds LOCK_EX
+    if (fd >= 0) ::close(fd);
+    if (dead) {
+      ::unlink(file.c_str());
+      ::unlink(live.c_str());
+      continue;
+    }
+    std::string text;
+    lock::StatsSnapshot part;
+    RequestStatsSnapshot requests;
+    std::vector<Event> events;
+    if (!read_file(file, text) || !decode_stats_file(text, part, requests, events)) continue;
+    add_into(host.stats, part);
+    host.requests.add(requests);
+    host.events.insert(host.events.end(), events.begin(), events.end());
+    ++host.processes;
+  }
+  std::sort(host.events.begin(), host.events.end(),
+            [](const Event& a, const Event& b) { return a.unix_ms > b.unix_ms; });
+  if (host.events.size() > kMaxEvents) host.events.resize(kMaxEvents);
+  return host;
+}
+
+StatsPublisher::StatsPublisher(lock::LockService& locks, const RequestStats& requests,
+                               Options options)
+    : locks_(locks),
+      requests_(requests),
+      options_(options),
+      dir_(locks.options().dir + "/stats"),
+      stem_(process_stem()) {
+  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw std::system_error(errno, std::generic_category(), "admin: cannot create " + dir_);
+  }
+  const std::string live = dir_ + "/" + stem_ + ".live";
+  live_fd_ = ::open(live.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (live_fd_ < 0 || ::flock(live_fd_, LOCK_EX) != 0) {
+    const int err = errno;
+    if (live_fd_ >= 0) ::close(live_fd_);
+    throw std::system_error(err, std::generic_category(), "admin: cannot lock " + live);
+  }
+  publish_now();
+  thread_ = std::thread([this] { run(); });
+}
+
+StatsPublisher::~StatsPublisher() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  ::unlink((dir_ + "/" + stem_ + ".stats").c_str());
+  ::unlink((dir_ + "/" + stem_ + ".live").c_str());
+  ::close(live_fd_);
+}
+
+void StatsPublisher::run() {
+  std::unique_lock lock(mu_);
+  while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+    lock.unlock();
+    publish_now();
+    lock.lock();
+  }
+}
+
+void StatsPublisher::collect_slow_holds() {
+  // Slow holds of this process, reported once each (while still held), with the holder's route.
+  // Reading the registry means reading every process's file: skip it while this process
+  // holds and waits for nothing, which is most of the time.
+  if (locks_.active_names() == 0) {
+    slow_reported_.clear();
+    return;
+  }
+  const int pid = ::getpid();
+  const auto wall_now = std::chrono::system_clock::now();
+  std::set<std::string> still_held;
+  for (const lock::RegistryEntry& e : locks_.snapshot().entries) {
+    if (e.pid != pid || e.waiting) continue;
+    const auto held = wall_now - e.since;
+    if (held < options_.slow_hold) continue;
+    std::string key =
+        e.request_id + '\t' + e.name + '\t' + std::to_string(e.since.time_since_epoch().count());
+    if (!slow_reported_.count(key)) {
+      const auto held_ms = std::chrono::duration_cast<std::chrono::milliseconds>(held).count();
+      slow_holds_.push_front(Event{unix_ms_now(), "slow_hold", e.name, pid, e.method, e.path,
+                                   "held over " + std::to_string(held_ms) + " ms by " +
+                                       e.request_id + " (" + e.client_address + ")"});
+      if (slow_holds_.size() > kEventsPerProcess) slow_holds_.pop_back();
+    }
+    still_held.insert(std::move(key));
+  }
+  slow_reported_ = std::move(still_held);
+}
+
+void StatsPublisher::publish_now() {
+  std::lock_guard lock(publish_mu_);
+  collect_slow_holds();
+  // This process's events: the slow holds seen here and the lock layer's own ring.
+  std::deque<Event> events(slow_holds_.begin(), slow_holds_.end());
+  const int pid = ::getpid();
+  for (const lock::LockEvent& e : locks_.recent_events()) {
+    events.push_back(Event{
+        std::chrono::duration_cast<std::chrono::milliseconds>(e.time.time_since_epoch()).count(),
+        std::string(lock::to_string(e.kind)), e.name, pid, e.who.method, e.who.path,
+        e.detail + " (request " + e.who.request_id + ", " + e.who.client_address + ")"});
+  }
+  std::string text = encode_stats_file(locks_.stats(), requests_.snapshot(), events);
+  if (text == last_text_) return;
+  const std::string tmp = dir_ + "/tmp-" + stem_;
+  const std::string file = dir_ + "/" + stem_ + ".stats";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return;  // retried at the next tick: last_text_ is unchanged
+  }
+  if (::rename(tmp.c_str(), file.c_str()) == 0) last_text_ = std::move(text);
+}
+
+}  // namespace kagi::apps::admin

@@ -1,0 +1,109 @@
+// admin/host_stats.hpp — lock statistics and notable events summed over every worker process
+// on the host, for the admin page, /metrics and kagi-locks.
+//
+// The lock layer counts per process (lock::Stats). Each process that mounts the admin app runs
+// a StatsPublisher: a thread that, every `interval`, writes that process's lock StatsSnapshot,
+// its request counts and latencies (App::requests()) and its recent notable events to
+// <locks.dir>/stats/<pid>-<start>.stats (atomic rename, only when something changed) while holding
+// flock(LOCK_EX) on <pid>-<start>.live for its whole life. read_host_stats() sums every live
+// process's file; files whose .live lock can be taken belong to dead processes and are removed, so
+// a dead worker's totals drop out ("since start" means since the start of the workers alive now).
+// Nothing here runs on the acquire path.
+//
+// Notable events: the lock layer's ring of timeouts, leaks and order violations
+// (LockService::recent_events(), with the request's route), and slow holds that the publisher
+// sees in the status registry (a lock of this process held longer than `slow_hold`, reported
+// once, while it is still held).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "app/request_stats.hpp"
+#include "lock/stats.hpp"
+
+namespace kagi::lock {
+class LockService;
+}
+
+namespace kagi::apps::admin {
+
+struct Event {
+  int64_t unix_ms = 0;
+  std::string kind;  // "timeout" | "leak" | "order_violation" | "slow_hold"
+  std::string name;  // the lock name
+  int pid = 0;
+  std::string method, path;  // the route of the request concerned
+  std::string detail;        // e.g. "gave up after 3000 ms (request 1f.., 10.0.0.7)"
+};
+
+struct HostStats {
+  lock::StatsSnapshot stats;      // summed over live processes
+  RequestStatsSnapshot requests;  // summed over live processes
+  std::vector<Event> events;      // newest first, at most kMaxEvents
+  size_t processes = 0;           // live stats files read
+};
+
+inline constexpr size_t kMaxEvents = 100;
+
+// Adds every counter and histogram bucket of `part` into `total`.
+void add_into(lock::StatsSnapshot& total, const lock::StatsSnapshot& part);
+
+// The stats file text and back. decode_stats_file() returns false (and leaves the outputs in
+// an unspecified state) for text that is not a complete version-2 stats file.
+std::string encode_stats_file(const lock::StatsSnapshot& stats,
+                              const RequestStatsSnapshot& requests,
+                              const std::deque<Event>& events);
+bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
+                       RequestStatsSnapshot& requests, std::vector<Event>& events);
+
+// Reads <locks_dir>/stats/; removes the files of dead processes. Never throws for a missing
+// or unreadable directory (returns empty stats).
+HostStats read_host_stats(const std::string& locks_dir);
+
+// Publishes one process's lock and request stats (see the banner). Start it after any fork().
+// The destructor stops the thread (within one interval) and removes the files.
+class StatsPublisher {
+ public:
+  struct Options {
+    std::chrono::milliseconds interval{250};
+    std::chrono::milliseconds slow_hold{1000};
+  };
+  // Throws std::system_error if the stats directory or the .live file cannot be created.
+  StatsPublisher(lock::LockService& locks, const RequestStats& requests, Options options);
+  ~StatsPublisher();
+  StatsPublisher(const StatsPublisher&) = delete;
+  StatsPublisher& operator=(const StatsPublisher&) = delete;
+
+  // One publishing step, now (the thread calls it every interval; tests call it directly).
+  void publish_now();
+
+ private:
+  void run();
+  void collect_slow_holds();
+
+  lock::LockService& locks_;
+  const RequestStats& requests_;
+  Options options_;
+  std::string dir_, stem_;
+  int live_fd_ = -1;
+  std::mutex publish_mu_;                // serialises publish_now()
+  std::deque<Event> slow_holds_;         // guarded by publish_mu_; newest first
+  std::set<std::string> slow_reported_;  // guarded by publish_mu_: holds already reported
+  std::string last_text_;                // guarded by publish_mu_
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace kagi::apps::admin

@@ -1,0 +1,463 @@
+#include "admin/status.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+#include "lock/mode.hpp"
+#include "util/json.hpp"
+#include "view/views.hpp"
+
+namespace kagi::apps::admin {
+namespace {
+
+using std::chrono::milliseconds;
+
+int64_t ms_between(std::chrono::system_clock::time_point from,
+                   std::chrono::system_clock::time_point to) {
+  return std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(to - from).count());
+}
+
+int64_t unix_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+
+// RFC 3339 UTC with milliseconds: "2026-11-23T02:35:04.123Z".
+std::string iso_time(int64_t ms) {
+  const time_t secs = static_cast<time_t>(ms / 1000);
+  struct tm tm {};
+  gmtime_r(&secs, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+std::string seconds_text(double s) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", s);
+  return buf;
+}
+
+// Prometheus label value escaping: backslash, double quote and line feed.
+std::string label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void write_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
+                 std::chrono::system_clock::time_point now) {
+  const int64_t for_ms = ms_between(e.since, now);
+  w.begin_object()
+      .key("mode")
+      .value(lock::to_string(e.mode))
+      .key("request_id")
+      .value(e.request_id)
+      .key("method")
+      .value(e.method)
+      .key("path")
+      .value(e.path)
+      .key("client_address")
+      .value(e.client_address)
+      .key("pid")
+      .value(e.pid)
+      .key("thread")
+      .value(static_cast<int64_t>(e.thread))
+      .key("since")
+      .value(iso_time(unix_ms(e.since)))
+      .key("for_ms")
+      .value(for_ms);
+  if (!e.waiting) w.key("long").value(for_ms >= kLongHold.count());
+  w.end_object();
+}
+
+void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
+  w.begin_object()
+      .key("count")
+      .value(h.count)
+      .key("sum_us")
+      .value(h.sum_us)
+      .key("p50_us")
+      .value(h.quantile_bound_us(0.5))
+      .key("p90_us")
+      .value(h.quantile_bound_us(0.9))
+      .key("p99_us")
+      .value(h.quantile_bound_us(0.99))
+      .key("buckets")
+      .begin_array();
+  for (uint64_t b : h.buckets) w.value(b);
+  w.end_array().end_object();
+}
+
+// One histogram series; `labels` is `name="value"` (already escaped).
+void histogram_metric(std::string& out, const std::string& metric, const std::string& labels,
+                      const util::HistogramSnapshot& h) {
+  uint64_t cumulative = 0;
+  const std::string& p = labels;
+  for (size_t i = 0; i + 1 < util::kHistogramBuckets; ++i) {
+    cumulative += h.buckets[i];
+    const double le = static_cast<double>(util::HistogramSnapshot::upper_bound_us(i)) / 1e6;
+    out += metric + "_bucket{" + p + ",le=\"" + seconds_text(le) + "\"} " +
+           std::to_string(cumulative) + "\n";
+  }
+  out += metric + "_bucket{" + p + ",le=\"+Inf\"} " + std::to_string(h.count) + "\n";
+  out += metric + "_sum{" + p + "} " + seconds_text(static_cast<double>(h.sum_us) / 1e6) + "\n";
+  out += metric + "_count{" + p + "} " + std::to_string(h.count) + "\n";
+}
+
+std::string who(const lock::RegistryEntry& e) {
+  return e.method + " " + e.path + " (" + e.request_id + ", " + e.client_address + ")";
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+}  // namespace
+
+std::string format_duration(milliseconds d) {
+  const int64_t ms = std::max<int64_t>(0, d.count());
+  char buf[48];
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof buf, "%" PRId64 " ms", ms);
+  } else if (ms < 60000) {
+    std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%" PRId64 " min %" PRId64 " s", ms / 60000,
+                  (ms % 60000) / 1000);
+  }
+  return buf;
+}
+
+std::vector<LockRow> group_entries(std::vector<lock::RegistryEntry> entries) {
+  std::map<std::string, LockRow> by_name;
+  for (lock::RegistryEntry& e : entries) {
+    LockRow& row = by_name[e.name];
+    row.name = e.name;
+    (e.waiting ? row.waiters : row.holders).push_back(std::move(e));
+  }
+  std::vector<LockRow> rows;
+  for (auto& [name, row] : by_name) {
+    auto by_since = [](const lock::RegistryEntry& a, const lock::RegistryEntry& b) {
+      return a.since < b.since;
+    };
+    std::sort(row.holders.begin(), row.holders.end(), by_since);
+    std::sort(row.waiters.begin(), row.waiters.end(), by_since);
+    rows.push_back(std::move(row));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const LockRow& a, const LockRow& b) {
+    if (a.holders.empty() != b.holders.empty()) return !a.holders.empty();
+    if (a.holders.empty()) return false;
+    return a.holders.front().since < b.holders.front().since;
+  });
+  return rows;
+}
+
+LockStatus collect_status(const std::string& locks_dir) {
+  LockStatus s;
+  lock::RegistrySnapshot snap = lock::Registry::read(locks_dir);
+  s.now = std::chrono::system_clock::now();
+  s.served_by = ::getpid();
+  s.processes = snap.processes;
+  s.locks = group_entries(std::move(snap.entries));
+  s.host = read_host_stats(locks_dir);
+  return s;
+}
+
+std::string to_json(const LockStatus& s) {
+  util::JsonWriter w;
+  w.begin_object()
+      .key("version")
+      .value(1)
+      .key("generated_at")
+      .value(iso_time(unix_ms(s.now)))
+      .key("served_by")
+      .begin_object()
+      .key("pid")
+      .value(s.served_by)
+      .end_object()
+      .key("processes")
+      .value(static_cast<uint64_t>(s.processes))
+      .key("long_hold_ms")
+      .value(static_cast<int64_t>(kLongHold.count()))
+      .key("locks")
+      .begin_array();
+  for (const LockRow& row : s.locks) {
+    w.begin_object().key("name").value(row.name).key("holders").begin_array();
+    for (const auto& e : row.holders) write_entry(w, e, s.now);
+    w.end_array().key("waiters").begin_array();
+    for (const auto& e : row.waiters) write_entry(w, e, s.now);
+    w.end_array().end_object();
+  }
+  w.end_array()
+      .key("stats")
+      .begin_object()
+      .key("processes")
+      .value(static_cast<uint64_t>(s.host.processes))
+      .key("prefixes")
+      .begin_array();
+  for (const auto& [prefix, p] : s.host.stats.prefixes) {
+    w.begin_object()
+        .key("prefix")
+        .value(prefix)
+        .key("acquisitions")
+        .value(p.acquisitions)
+        .key("contended")
+        .value(p.contended)
+        .key("timeouts")
+        .value(p.timeouts)
+        .key("order_violations")
+        .value(p.order_violations)
+        .key("leaks")
+        .value(p.leaks)
+        .key("wait");
+    write_histogram(w, p.wait);
+    w.key("hold");
+    write_histogram(w, p.hold);
+    w.end_object();
+  }
+  w.end_array().key("requests").begin_array();
+  for (const auto& [route, r] : s.host.requests.routes) {
+    w.begin_object().key("route").value(route).key("total").value(r.total()).key("statuses");
+    w.begin_object();
+    for (const auto& [status, n] : r.by_status) w.key(std::to_string(status)).value(n);
+    w.end_object().key("duration");
+    write_histogram(w, r.duration);
+    w.end_object();
+  }
+  w.end_array().end_object().key("events").begin_array();
+  for (const Event& e : s.host.events) {
+    w.begin_object()
+        .key("time")
+        .value(iso_time(e.unix_ms))
+        .key("kind")
+        .value(e.kind)
+        .key("name")
+        .value(e.name)
+        .key("pid")
+        .value(e.pid)
+        .key("method")
+        .value(e.method)
+        .key("path")
+        .value(e.path)
+        .key("detail")
+        .value(e.detail)
+        .end_object();
+  }
+  w.end_array().end_object();
+  return w.take();
+}
+
+std::string to_prometheus(const LockStatus& s) {
+  std::string out;
+  struct Counter {
+    const char* name;
+    const char* help;
+    uint64_t lock::PrefixStatsSnapshot::*field;
+  };
+  static constexpr Counter kCounters[] = {
+      {"kagi_lock_acquisitions_total", "Locks acquired, per name prefix.",
+       &lock::PrefixStatsSnapshot::acquisitions},
+      {"kagi_lock_contended_total", "Acquisitions that had to wait.",
+       &lock::PrefixStatsSnapshot::contended},
+      {"kagi_lock_timeouts_total", "Waits that ended in a timeout (503).",
+       &lock::PrefixStatsSnapshot::timeouts},
+      {"kagi_lock_order_violations_total", "Locks taken out of canonical order.",
+       &lock::PrefixStatsSnapshot::order_violations},
+      {"kagi_lock_leaks_total", "Locks still held when their request ended.",
+       &lock::PrefixStatsSnapshot::leaks},
+  };
+  for (const Counter& c : kCounters) {
+    out += std::string("# HELP ") + c.name + " " + c.help + "\n# TYPE " + c.name + " counter\n";
+    for (const auto& [prefix, p] : s.host.stats.prefixes) {
+      out += std::string(c.name) + "{prefix=\"" + label(prefix) + "\"} " +
+             std::to_string(p.*(c.field)) + "\n";
+    }
+  }
+  out +=
+      "# HELP kagi_lock_wait_seconds Time waited for a lock.\n"
+      "# TYPE kagi_lock_wait_seconds histogram\n";
+  for (const auto& [prefix, p] : s.host.stats.prefixes) {
+    histogram_metric(out, "kagi_lock_wait_seconds", "prefix=\"" + label(prefix) + "\"", p.wait);
+  }
+  out +=
+      "# HELP kagi_lock_hold_seconds Time a lock was held.\n"
+      "# TYPE kagi_lock_hold_seconds histogram\n";
+  for (const auto& [prefix, p] : s.host.stats.prefixes) {
+    histogram_metric(out, "kagi_lock_hold_seconds", "prefix=\"" + label(prefix) + "\"", p.hold);
+  }
+  // Held-now and waiting-now gauges per prefix (the name without its last segment).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> now;
+  for (const auto& [prefix, p] : s.host.stats.prefixes) now[prefix];
+  for (const LockRow& row : s.locks) {
+    size_t slash = row.name.rfind('/');
+    auto& [held, waiting] = now[slash == std::string::npos ? row.name : row.name.substr(0, slash)];
+    held += row.holders.size();
+    waiting += row.waiters.size();
+  }
+  out +=
+      "# HELP kagi_lock_held Locks held right now, every process on the host.\n"
+      "# TYPE kagi_lock_held gauge\n";
+  for (const auto& [prefix, hw] : now) {
+    out += "kagi_lock_held{prefix=\"" + label(prefix) + "\"} " + std::to_string(hw.first) + "\n";
+  }
+  out +=
+      "# HELP kagi_lock_waiting Lock waits in progress, every process on the host.\n"
+      "# TYPE kagi_lock_waiting gauge\n";
+  for (const auto& [prefix, hw] : now) {
+    out +=
+        "kagi_lock_waiting{prefix=\"" + label(prefix) + "\"} " + std::to_string(hw.second) + "\n";
+  }
+  out +=
+      "# HELP kagi_worker_processes Worker processes with a live lock registry.\n"
+      "# TYPE kagi_worker_processes gauge\n"
+      "kagi_worker_processes " +
+      std::to_string(s.processes) + "\n";
+  out +=
+      "# HELP kagi_requests_total Responses sent, per route and status code.\n"
+      "# TYPE kagi_requests_total counter\n";
+  for (const auto& [route, r] : s.host.requests.routes) {
+    for (const auto& [status, n] : r.by_status) {
+      out += "kagi_requests_total{route=\"" + label(route) + "\",code=\"" + std::to_string(status) +
+             "\"} " + std::to_string(n) + "\n";
+    }
+  }
+  out +=
+      "# HELP kagi_request_duration_seconds Time from a request's arrival to its response.\n"
+      "# TYPE kagi_request_duration_seconds histogram\n";
+  for (const auto& [route, r] : s.host.requests.routes) {
+    histogram_metric(out, "kagi_request_duration_seconds", "route=\"" + label(route) + "\"",
+                     r.duration);
+  }
+  return out;
+}
+
+std::string to_text(const LockStatus& s) {
+  std::string out = "kagi locks at " + iso_time(unix_ms(s.now)) + " — " +
+                    std::to_string(s.processes) + " process(es)\n";
+  if (s.locks.empty()) return out + "no locks held or waited for\n";
+  out += pad("NAME", 28) + pad("STATE", 9) + pad("MODE", 10) + pad("FOR", 10) +
+         pad("PID/THREAD", 16) + "REQUEST\n";
+  auto line = [&](const std::string& name, const char* state, const lock::RegistryEntry& e) {
+    out += pad(name, 27) + " " + pad(state, 9) + pad(std::string(lock::to_string(e.mode)), 10) +
+           pad(format_duration(milliseconds(ms_between(e.since, s.now))), 10) +
+           pad(std::to_string(e.pid) + "/" + std::to_string(e.thread), 16) + who(e) + "\n";
+  };
+  for (const LockRow& row : s.locks) {
+    for (const auto& e : row.holders) line(row.name, "held", e);
+    for (const auto& e : row.waiters) line(row.holders.empty() ? row.name : "  \\_", "waiting", e);
+  }
+  return out;
+}
+
+void fill_dict(const LockStatus& s, view::Dict& dict) {
+  dict.set("GENERATED_AT", iso_time(unix_ms(s.now)));
+  dict.set("SERVED_BY", s.served_by);
+  dict.set("PROCESSES", static_cast<int64_t>(s.processes));
+  dict.set("STATS_PROCESSES", static_cast<int64_t>(s.host.processes));
+  dict.set("LONG_HOLD", format_duration(kLongHold));
+  size_t held = 0, waiting = 0;
+  for (const LockRow& row : s.locks) {
+    held += row.holders.size();
+    waiting += row.waiters.size();
+    // One table row per holder; a name with only waiters gets one row with no holder.
+    const size_t rows = std::max<size_t>(1, row.holders.size());
+    for (size_t i = 0; i < rows; ++i) {
+      view::Dict r = dict.add_section("LOCK");
+      r.set("NAME", row.name);
+      if (i < row.holders.size()) {
+        const auto& e = row.holders[i];
+        const int64_t for_ms = ms_between(e.since, s.now);
+        r.set("MODE", lock::to_string(e.mode));
+        r.set("REQUEST_ID", e.request_id);
+        r.set("ROUTE", e.method + " " + e.path);
+        r.set("CLIENT", e.client_address);
+        r.set("PID", e.pid);
+        r.set("THREAD", static_cast<int64_t>(e.thread));
+        r.set("FOR_MS", for_ms);
+        r.set("FOR", format_duration(milliseconds(for_ms)));
+        r.set("ROW_CLASS", for_ms >= kLongHold.count() ? "long" : "");
+      } else {
+        r.set("MODE", "—");
+        r.set("FOR_MS", int64_t{0});
+        r.set("FOR", "not held");
+      }
+      if (i == 0) {
+        r.set("WAITING", static_cast<int64_t>(row.waiters.size()));
+        for (const auto& w : row.waiters) {
+          view::Dict q = r.add_section("WAITER");
+          q.set("MODE", lock::to_string(w.mode));
+          q.set("ROUTE", w.method + " " + w.path);
+          q.set("REQUEST_ID", w.request_id);
+          q.set("CLIENT", w.client_address);
+          q.set("PID", w.pid);
+          q.set("FOR", format_duration(milliseconds(ms_between(w.since, s.now))));
+        }
+      } else {
+        r.set("WAITING", int64_t{0});
+      }
+    }
+  }
+  dict.set("HELD", static_cast<int64_t>(held));
+  dict.set("WAITING_TOTAL", static_cast<int64_t>(waiting));
+  if (s.locks.empty()) dict.show_section("NO_LOCKS");
+  for (const auto& [prefix, p] : s.host.stats.prefixes) {
+    view::Dict r = dict.add_section("STAT");
+    r.set("PREFIX", prefix);
+    r.set("ACQUISITIONS", static_cast<int64_t>(p.acquisitions));
+    r.set("CONTENDED", static_cast<int64_t>(p.contended));
+    r.set("TIMEOUTS", static_cast<int64_t>(p.timeouts));
+    r.set("ORDER_VIOLATIONS", static_cast<int64_t>(p.order_violations));
+    r.set("LEAKS", static_cast<int64_t>(p.leaks));
+    r.set("WAIT_P50", static_cast<int64_t>(p.wait.quantile_bound_us(0.5)));
+    r.set("WAIT_P99", static_cast<int64_t>(p.wait.quantile_bound_us(0.99)));
+    r.set("HOLD_P50", static_cast<int64_t>(p.hold.quantile_bound_us(0.5)));
+    r.set("HOLD_P99", static_cast<int64_t>(p.hold.quantile_bound_us(0.99)));
+    r.set("ROW_CLASS", p.timeouts + p.leaks + p.order_violations > 0 ? "bad" : "");
+  }
+  if (s.host.stats.prefixes.empty()) dict.show_section("NO_STATS");
+  for (const auto& [route, rs] : s.host.requests.routes) {
+    view::Dict r = dict.add_section("ROUTE");
+    uint64_t by_class[6] = {};
+    for (const auto& [status, n] : rs.by_status) by_class[std::clamp(status / 100, 1, 5)] += n;
+    r.set("ROUTE", route);
+    r.set("TOTAL", static_cast<int64_t>(rs.total()));
+    r.set("S2XX", static_cast<int64_t>(by_class[2]));
+    r.set("S3XX", static_cast<int64_t>(by_class[3]));
+    r.set("S4XX", static_cast<int64_t>(by_class[4]));
+    r.set("S5XX", static_cast<int64_t>(by_class[5]));
+    r.set("P50", static_cast<int64_t>(rs.duration.quantile_bound_us(0.5)));
+    r.set("P99", static_cast<int64_t>(rs.duration.quantile_bound_us(0.99)));
+    r.set("ROW_CLASS", by_class[5] > 0 ? "bad" : "");
+  }
+  if (s.host.requests.routes.empty()) dict.show_section("NO_ROUTES");
+  for (const Event& e : s.host.events) {
+    view::Dict r = dict.add_section("EVENT");
+    r.set("TIME", iso_time(e.unix_ms));
+    r.set("KIND", e.kind);
+    r.set("NAME", e.name);
+    r.set("PID", e.pid);
+    r.set("ROUTE", e.method.empty() ? std::string("—") : e.method + " " + e.path);
+    r.set("DETAIL", e.detail);
+  }
+  if (s.host.events.empty()) dict.show_section("NO_EVENTS");
+}
+
+}  // namespace kagi::apps::admin

@@ -1,0 +1,121 @@
+#include "admin/access.hpp"
+
+#include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
+#include "util/password.hpp"
+
+namespace kagi::apps::admin {
+namespace {
+
+using testing::TempDir;
+
+TEST(Base64DecodeTest, DecodesPaddedInput) {
+  EXPECT_EQ(base64_decode("YWRtaW46czNjcmV0"), "admin:s3cret");
+  EXPECT_EQ(base64_decode("YQ=="), "a");
+  EXPECT_EQ(base64_decode("YWI="), "ab");
+  EXPECT_EQ(base64_decode(""), "");
+}
+
+TEST(Base64DecodeTest, RejectsAnythingNotStrict) {
+  EXPECT_FALSE(base64_decode("YQ"));        // missing padding
+  EXPECT_FALSE(base64_decode("Y==="));      // padding too early
+  EXPECT_FALSE(base64_decode("YQ==YWI="));  // padding in the middle
+  EXPECT_FALSE(base64_decode("YW I="));     // space
+  EXPECT_FALSE(base64_decode("YW-_"));      // URL alphabet
+  EXPECT_FALSE(base64_decode("Y=Q="));
+}
+
+TEST(ParseBasicAuthTest, SplitsUserAndPasswordAtTheFirstColon) {
+  auto c = parse_basic_auth("Basic YWRtaW46czNjOnJldA==");  // admin:s3c:ret
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->user, "admin");
+  EXPECT_EQ(c->password, "s3c:ret");
+  EXPECT_TRUE(parse_basic_auth("basic YWRtaW46czNjcmV0"));  // scheme is case-insensitive
+}
+
+TEST(ParseBasicAuthTest, RejectsOtherSchemesAndMalformedValues) {
+  EXPECT_FALSE(parse_basic_auth("Bearer YWRtaW46czNjcmV0"));
+  EXPECT_FALSE(parse_basic_auth("Basic"));
+  EXPECT_FALSE(parse_basic_auth("Basic "));
+  EXPECT_FALSE(parse_basic_auth("Basic YWRtaW4="));  // "admin": no colon
+  EXPECT_FALSE(parse_basic_auth("Basic OnBhc3M="));  // ":pass": empty user
+  EXPECT_FALSE(parse_basic_auth("Basic !!!!"));
+  EXPECT_FALSE(parse_basic_auth("Basic " + std::string(2000, 'A')));  // over the bound
+}
+
+TEST(NormalizeAddressTest, UnmapsIpv4AndStripsBrackets) {
+  EXPECT_EQ(normalize_address("::ffff:127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(normalize_address("[::1]"), "::1");
+  EXPECT_EQ(normalize_address("10.0.0.7"), "10.0.0.7");
+  EXPECT_EQ(normalize_address("::ffff:abcd"), "::ffff:abcd");  // not a mapped IPv4 address
+}
+
+TEST(ParseHtpasswdTest, SkipsCommentsBlankAndBrokenLines) {
+  auto users = parse_htpasswd("# comment\nalice:$2y$10$x\r\n\nnocolon\n:nouser\nbob:$y$j9T$y");
+  ASSERT_EQ(users.size(), 2u);
+  EXPECT_EQ(users["alice"], "$2y$10$x");
+  EXPECT_EQ(users["bob"], "$y$j9T$y");
+}
+
+std::string basic(const std::string& user_password) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < user_password.size(); i += 3) {
+    uint32_t n = (uint8_t(user_password[i]) << 16) | (uint8_t(user_password[i + 1]) << 8) |
+                 uint8_t(user_password[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(n >> s) & 63];
+  }
+  const size_t rest = user_password.size() - i;
+  if (rest > 0) {
+    uint32_t n = uint8_t(user_password[i]) << 16;
+    if (rest == 2) n |= uint8_t(user_password[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return "Basic " + out;
+}
+
+TEST(AdminAccessTest, OffWithoutAnHtpasswdFile) {
+  AdminAccess access("", {"127.0.0.1"});
+  EXPECT_FALSE(access.enabled());
+  EXPECT_EQ(access.check("127.0.0.1", basic("a:b")), Access::kOff);
+}
+
+TEST(AdminAccessTest, ChecksAddressBeforeCredentials) {
+  TempDir dir;
+  const std::string file =
+      dir.write("admin.htpasswd", "admin:" + util::hash_password("s3cret").value() + "\n");
+  AdminAccess access(file, {"127.0.0.1", "::1"});
+  EXPECT_EQ(access.check("10.1.2.3", basic("admin:s3cret")), Access::kForbidden);
+  EXPECT_EQ(access.check("127.0.0.1", std::nullopt), Access::kUnauthorized);
+  EXPECT_EQ(access.check("127.0.0.1", basic("admin:wrong")), Access::kUnauthorized);
+  EXPECT_EQ(access.check("127.0.0.1", basic("nobody:s3cret")), Access::kUnauthorized);
+  EXPECT_EQ(access.check("127.0.0.1", basic("admin:s3cret")), Access::kAllowed);
+  EXPECT_EQ(access.check("::ffff:127.0.0.1", basic("admin:s3cret")), Access::kAllowed);
+  EXPECT_EQ(access.check("::1", basic("admin:s3cret")), Access::kAllowed);
+}
+
+TEST(AdminAccessTest, ReloadsTheFileWhenItChanges) {
+  TempDir dir;
+  const std::string file =
+      dir.write("admin.htpasswd", "alice:" + util::hash_password("one").value() + "\n");
+  AdminAccess access(file, {"127.0.0.1"});
+  EXPECT_EQ(access.check("127.0.0.1", basic("alice:one")), Access::kAllowed);
+  // A longer file: the size differs even if the mtime's granularity hides the change.
+  dir.write("admin.htpasswd", "# rotated\nbob:" + util::hash_password("two").value() + "\n");
+  EXPECT_EQ(access.check("127.0.0.1", basic("alice:one")), Access::kUnauthorized);
+  EXPECT_EQ(access.check("127.0.0.1", basic("bob:two")), Access::kAllowed);
+}
+
+TEST(AdminAccessTest, MissingFileDeniesEveryone) {
+  TempDir dir;
+  AdminAccess access(dir.path() + "/absent.htpasswd", {"127.0.0.1"});
+  EXPECT_EQ(access.check("127.0.0.1", basic("admin:s3cret")), Access::kUnauthorized);
+}
+
+}  // namespace
+}  // namespace kagi::apps::admin

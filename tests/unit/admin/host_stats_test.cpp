@@ -1,0 +1,209 @@
+#include "admin/host_stats.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "lock/lock_service.hpp"
+#include "temp_dir.hpp"
+
+namespace kagi::apps::admin {
+namespace {
+
+using testing::TempDir;
+
+lock::StatsSnapshot sample(uint64_t acquisitions) {
+  lock::StatsSnapshot s;
+  lock::PrefixStatsSnapshot& p = s.prefixes["bbs/board"];
+  p.acquisitions = acquisitions;
+  p.contended = 1;
+  p.timeouts = 2;
+  p.order_violations = 3;
+  p.leaks = 4;
+  p.wait.count = 5;
+  p.wait.sum_us = 600;
+  p.wait.buckets[3] = 5;
+  p.hold.count = 1;
+  p.hold.sum_us = 2000000;
+  p.hold.buckets[21] = 1;
+  return s;
+}
+
+RequestStatsSnapshot sample_requests() {
+  RequestStats stats;
+  stats.record("GET /bbs/{board}/", 200, std::chrono::milliseconds(3));
+  stats.record("GET /bbs/{board}/", 503, std::chrono::milliseconds(300));
+  stats.record(kNoRoute, 404, std::chrono::microseconds(20));
+  return stats.snapshot();
+}
+
+TEST(StatsFileTest, RoundTripsCountersHistogramsRequestsAndEvents) {
+  std::deque<Event> events{{1700000000123, "slow_hold", "bbs/board/3", 42, "POST",
+                            "/bbs/3/post\twith tab", "held over 1500 ms"}};
+  const std::string text = encode_stats_file(sample(7), sample_requests(), events);
+  lock::StatsSnapshot back;
+  RequestStatsSnapshot back_requests;
+  std::vector<Event> back_events;
+  ASSERT_TRUE(decode_stats_file(text, back, back_requests, back_events));
+  ASSERT_EQ(back_requests.routes.size(), 2u);
+  const RouteStatsSnapshot& board = back_requests.routes["GET /bbs/{board}/"];
+  EXPECT_EQ(board.by_status.at(200), 1u);
+  EXPECT_EQ(board.by_status.at(503), 1u);
+  EXPECT_EQ(board.duration.count, 2u);
+  EXPECT_EQ(board.duration.sum_us, 303000u);
+  EXPECT_EQ(back_requests.routes[std::string(kNoRoute)].by_status[404], 1u);
+  ASSERT_EQ(back.prefixes.count("bbs/board"), 1u);
+  const auto& p = back.prefixes["bbs/board"];
+  EXPECT_EQ(p.acquisitions, 7u);
+  EXPECT_EQ(p.leaks, 4u);
+  EXPECT_EQ(p.wait.buckets[3], 5u);
+  EXPECT_EQ(p.hold.sum_us, 2000000u);
+  ASSERT_EQ(back_events.size(), 1u);
+  EXPECT_EQ(back_events[0].unix_ms, 1700000000123);
+  EXPECT_EQ(back_events[0].path, "/bbs/3/post with tab");  // a tab cannot split the record
+  EXPECT_EQ(back_events[0].pid, 42);
+}
+
+TEST(StatsFileTest, RejectsTornOrForeignText) {
+  const std::string text = encode_stats_file(sample(7), sample_requests(), {});
+  lock::StatsSnapshot s;
+  RequestStatsSnapshot r;
+  std::vector<Event> e;
+  EXPECT_TRUE(decode_stats_file(text, s, r, e));
+  EXPECT_FALSE(decode_stats_file(text.substr(0, text.size() - 4), s, r, e));  // no "end"
+  EXPECT_FALSE(decode_stats_file(text.substr(0, text.size() / 2), s, r, e));
+  EXPECT_FALSE(decode_stats_file("hello\n", s, r, e));
+  EXPECT_FALSE(decode_stats_file(text + "extra\n", s, r, e));
+  std::string bad_status = text;
+  bad_status.replace(bad_status.find("200="), 4, "2x0=");
+  EXPECT_FALSE(decode_stats_file(bad_status, s, r, e));
+  std::string version1 = text;
+  version1.replace(version1.find("\t2\n"), 3, "\t1\n");
+  EXPECT_FALSE(decode_stats_file(version1, s, r, e)) << "an older worker's file is skipped";
+}
+
+TEST(AddIntoTest, SumsEveryCounterAndBucket) {
+  lock::StatsSnapshot total;
+  add_into(total, sample(1));
+  add_into(total, sample(2));
+  const auto& p = total.prefixes["bbs/board"];
+  EXPECT_EQ(p.acquisitions, 3u);
+  EXPECT_EQ(p.contended, 2u);
+  EXPECT_EQ(p.wait.count, 10u);
+  EXPECT_EQ(p.wait.buckets[3], 10u);
+  EXPECT_EQ(p.hold.buckets[21], 2u);
+}
+
+std::unique_ptr<lock::LockService> service(const std::string& dir) {
+  lock::LockOptions options;
+  options.dir = dir;
+  return lock::LockService::create(options);
+}
+
+TEST(StatsPublisherTest, PublishesThisProcessAndCleansUpOnDestruction) {
+  TempDir dir;
+  auto locks = service(dir.path() + "/locks");
+  {
+    RequestStats requests;
+    StatsPublisher publisher(*locks, requests, {std::chrono::milliseconds(60000), {}});
+    {
+      auto ctx = locks->context({"r1", "GET", "/t", "127.0.0.1"});
+      auto guard = ctx->exclusive("test/a");
+    }
+    requests.record("GET /t", 200, std::chrono::milliseconds(1));
+    publisher.publish_now();
+    HostStats host = read_host_stats(dir.path() + "/locks");
+    EXPECT_EQ(host.processes, 1u);
+    ASSERT_EQ(host.stats.prefixes.count("test"), 1u);
+    EXPECT_EQ(host.stats.prefixes["test"].acquisitions, 1u);
+    EXPECT_EQ(host.requests.routes["GET /t"].by_status[200], 1u);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path() + "/locks/stats"));
+  EXPECT_EQ(read_host_stats(dir.path() + "/locks").processes, 0u);
+}
+
+TEST(StatsPublisherTest, ItsThreadPublishesWhileLocksAreTaken) {
+  TempDir dir;
+  auto locks = service(dir.path() + "/locks");
+  RequestStats requests;
+  StatsPublisher publisher(*locks, requests,
+                           {std::chrono::milliseconds(5), std::chrono::milliseconds(1)});
+  auto ctx = locks->context({"r1", "GET", "/t", "127.0.0.1"});
+  for (int i = 0; i < 50; ++i) (void)ctx->exclusive("busy/a");
+  // The thread writes within a few intervals; the deadline is generous for loaded machines.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  uint64_t seen = 0;
+  while (seen != 50 && std::chrono::steady_clock::now() < deadline) {
+    HostStats host = read_host_stats(dir.path() + "/locks");
+    seen = host.stats.prefixes["busy"].acquisitions;
+    if (seen != 50) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(seen, 50u);
+}
+
+TEST(StatsPublisherTest, ReportsSlowHoldsOnceWithTheirRoute) {
+  TempDir dir;
+  auto locks = service(dir.path() + "/locks");
+  RequestStats requests;
+  StatsPublisher publisher(*locks, requests,
+                           {std::chrono::milliseconds(60000), std::chrono::milliseconds(0)});
+  auto ctx = locks->context({"r9", "POST", "/bbs/3/post", "10.0.0.1"});
+  auto guard = ctx->exclusive("bbs/board/3");
+  publisher.publish_now();
+  publisher.publish_now();
+  HostStats host = read_host_stats(dir.path() + "/locks");
+  ASSERT_EQ(host.events.size(), 1u);
+  EXPECT_EQ(host.events[0].kind, "slow_hold");
+  EXPECT_EQ(host.events[0].name, "bbs/board/3");
+  EXPECT_EQ(host.events[0].method, "POST");
+  EXPECT_EQ(host.events[0].path, "/bbs/3/post");
+  EXPECT_EQ(host.events[0].pid, ::getpid());
+}
+
+TEST(StatsPublisherTest, PublishesTheLockLayersTimeoutsWithTheirRoute) {
+  TempDir dir;
+  auto locks = service(dir.path() + "/locks");
+  RequestStats requests;
+  StatsPublisher publisher(*locks, requests,
+                           {std::chrono::milliseconds(60000), std::chrono::hours(1)});
+  auto a = locks->context({"ra", "POST", "/bbs/3/post", "10.0.0.1"});
+  auto b = locks->context({"rb", "GET", "/bbs/3/", "10.0.0.2"});
+  auto guard = a->exclusive("bbs/board/3");
+  EXPECT_ANY_THROW((void)b->shared("bbs/board/3", std::chrono::milliseconds(10)));
+  publisher.publish_now();
+  HostStats host = read_host_stats(dir.path() + "/locks");
+  ASSERT_EQ(host.events.size(), 1u);
+  EXPECT_EQ(host.events[0].kind, "timeout");
+  EXPECT_EQ(host.events[0].name, "bbs/board/3");
+  EXPECT_EQ(host.events[0].method, "GET");
+  EXPECT_EQ(host.events[0].path, "/bbs/3/");
+  EXPECT_NE(host.events[0].detail.find("rb"), std::string::npos) << host.events[0].detail;
+  EXPECT_EQ(host.stats.prefixes["bbs/board"].timeouts, 1u);
+}
+
+TEST(ReadHostStatsTest, RemovesFilesOfDeadProcesses) {
+  TempDir dir;
+  const std::string stats = dir.path() + "/stats";
+  ASSERT_EQ(::mkdir(stats.c_str(), 0755), 0);
+  // A .live file nobody holds a lock on: its process is gone.
+  dir.write("stats/1-1.live", "");
+  dir.write("stats/1-1.stats", encode_stats_file(sample(5), {}, {}));
+  HostStats host = read_host_stats(dir.path());
+  EXPECT_EQ(host.processes, 0u);
+  EXPECT_TRUE(host.stats.prefixes.empty());
+  EXPECT_FALSE(std::filesystem::exists(stats + "/1-1.stats"));
+  EXPECT_FALSE(std::filesystem::exists(stats + "/1-1.live"));
+}
+
+TEST(ReadHostStatsTest, MissingDirectoryIsEmpty) {
+  HostStats host = read_host_stats("/nonexistent/kagi-admin-test");
+  EXPECT_EQ(host.processes, 0u);
+}
+
+}  // namespace
+}  // namespace kagi::apps::admin
