@@ -7,6 +7,8 @@ JOBS="${KAGI_JOBS:-2}"
 # What building kagi and running kagi-demo needs.
 KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libfcgi-dev libboost-dev
   libctemplate-dev libtoml11-dev libsqlite3-dev libpq-dev)
+# What scripts/demo needs on top: htpasswd for the demo's admin login.
+KAGI_DEMO_PACKAGES=(apache2-utils)
 # What the tests need on top: test frameworks, sanitizer/fuzzer runtimes, the real servers.
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium)
