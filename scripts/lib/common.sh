@@ -13,7 +13,7 @@ KAGI_DEMO_PACKAGES=(apache2-utils)
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium)
 # What scripts/bench needs on top.
-KAGI_BENCH_PACKAGES=(wrk)
+KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache)
 
 log() { printf '\n== %s\n' "$*"; }
 

@@ -75,14 +75,87 @@ class Bench:
         return row
 
 
-def start_nginx(env, port, base_port, sock):
+PEERS = os.path.join(HERE, "..", "peers")
+
+
+def start_c_hello(env):
+    """The libfcgi C hello world (tests/bench/peers/hello_fcgi.c), one thread per connection
+    nginx may keep open, so kept connections never starve it."""
+    binary = env.path("hello_fcgi")
+    subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "hello_fcgi.c"), "-lfcgi",
+                    "-o", binary], check=True)
+    sock = env.path("hello.sock")
+    env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary, str(CONNECTIONS)],
+              "hello_fcgi.out")
+    harness.wait_for_unix(sock)
+    return sock
+
+
+def start_php_fpm(env, children):
+    """Debian's php8.2-fpm with opcache on (timestamps not checked: production settings), a
+    static pool of `children` processes."""
+    d = env.path("php")
+    os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    sock = os.path.join(d, "php.sock")
+    root = os.getuid() == 0
+    conf = """
+[global]
+pid = %(d)s/php-fpm.pid
+error_log = %(d)s/php-fpm.log
+daemonize = no
+[bench]
+%(user)s
+listen = %(sock)s
+listen.mode = 0666
+pm = static
+pm.max_children = %(children)d
+pm.max_requests = 0
+php_admin_value[opcache.enable] = 1
+php_admin_value[opcache.validate_timestamps] = 0
+php_admin_value[display_errors] = 0
+php_admin_value[log_errors] = 1
+""" % {"d": d, "sock": sock, "children": children,
+       "user": "user = root\ngroup = root" if root else ""}
+    open(os.path.join(d, "php-fpm.conf"), "w").write(conf)
+    argv = ["php-fpm8.2", "-F", "-y", os.path.join(d, "php-fpm.conf")] + (["-R"] if root else [])
+    env.start(argv, "php-fpm.out")
+    harness.wait_for_unix(sock)
+    return sock, os.path.join(d, "data")
+
+
+def peer_servers(c_port, c_sock, php_port, php_sock, php_data):
+    """nginx servers for the peers: the C hello with kept connections (as kagi's recipe),
+    PHP-FPM the way Debian ships it (a new connection per request: php-fpm's children
+    would each sit on a kept connection)."""
+    php = os.path.realpath(os.path.join(PEERS, "php"))
+    locations = "".join("""
+        location %s {
+            include fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME %s/%s;
+            fastcgi_param PEER_DATA %s;
+            fastcgi_pass unix:%s;
+        }""" % (where, php, script, php_data, php_sock)
+        for where, script in (("= /hello", "hello.php"), ("/bbs/", "bbs.php"),
+                              ("/chat/", "chat.php")))
+    return """
+    upstream c_hello { server unix:%s; keepalive %d; }
+    server {
+        listen 127.0.0.1:%d;
+        location / { include fastcgi_params; fastcgi_pass c_hello; fastcgi_keep_conn on; }
+    }
+    server {
+        listen 127.0.0.1:%d;%s
+    }""" % (c_sock, CONNECTIONS, c_port, php_port, locations)
+
+
+def start_nginx(env, port, base_port, sock, extra=""):
     """nginx with the shipped recipe, plus a baseline server answering `return 200`."""
     baseline = """
     server {
         listen 127.0.0.1:%d;
         location / { default_type text/plain; return 200 "hello\\n"; }
     }""" % base_port
-    proc = env.nginx(port, sock, extra_http=baseline, quiet=True)
+    proc = env.nginx(port, sock, extra_http=baseline + extra, quiet=True)
     harness.wait_for_port(base_port, proc, "nginx baseline")
 
 
@@ -122,58 +195,121 @@ def peak_rss_kib(pids):
     return out
 
 
-def suite(bench, env, fsync):
-    port, base = harness.free_port(), harness.free_port()
-    sock, pids = run_kagi(env, fsync)
-    start_nginx(env, port, base, sock)
+TOKEN = "0123456789abcdef0123456789abcdef"  # the peers' CSRF cookie + field (kagi's is asked for)
+
+
+def seed_board(port, token, path="/bbs/general/post"):
+    """A board page with 20 posts to render."""
+    for i in range(20):
+        r = harness.request(port, "POST", path, harness.form_body(
+            {"_csrf": token, "name": "seed", "body": "seed post %d with some text" % i}),
+            {"Content-Type": "application/x-www-form-urlencoded", "Cookie": "kagi_csrf=" + token})
+        if r.status != 303:
+            raise RuntimeError("seeding %s: %d %s" % (path, r.status, r.text()[:200]))
+
+
+def app_scenarios(bench, who, port, token, tag="", reads=True):
+    """The app scenarios against one implementation (kagi or the PHP peer) on `port`."""
     url = "http://127.0.0.1:%d" % port
-    token = bench_token = harness.request(port, "GET", "/").cookies()["kagi_csrf"]
     post = os.path.join(HERE, "post.lua")
-    tag = " (data.fsync=%s)" % fsync
     rows = {}
-    if fsync == "never":
-        rows["baseline"] = bench.scenario("nginx return 200 (upper bound)", "http://127.0.0.1:%d/" % base)
-        rows["hello"] = bench.scenario("kagi hello", url + "/_test/hello")
-        # A board page with 20 posts to render.
-        p = harness.form_body
-        for i in range(20):
-            harness.request(port, "POST", "/bbs/general/post",
-                            p({"_csrf": token, "name": "seed", "body": "seed post %d with some text" % i}),
-                            {"Content-Type": "application/x-www-form-urlencoded",
-                             "Cookie": "kagi_csrf=" + token})
-        rows["page"] = bench.scenario("BBS page read (20 posts)", url + "/bbs/general/")
+    if reads:
+        seed_board(port, token)
+        rows["page"] = bench.scenario("%s BBS page read (20 posts)" % who, url + "/bbs/general/")
     rows["post1"] = bench.scenario(
-        "BBS post, 1 board" + tag, url, post,
+        "%s BBS post, 1 board%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"},
         stored=lambda: bbs_total(port, "general"))
     boards = ["b%d" % i for i in range(8)]
     rows["post8"] = bench.scenario(
-        "BBS post, 8 boards" + tag, url, post,
+        "%s BBS post, 8 boards%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": ",".join("/bbs/%s/post" % b for b in boards)},
         stored=lambda: sum(bbs_total(port, b) for b in boards))
-    rows["rss"] = peak_rss_kib(pids)
     rows["say"] = bench.scenario(
-        "chat say" + tag, url, post,
-        {"KAGI_CSRF": bench_token, "KAGI_PATHS": "/chat/lobby/say", "KAGI_FIELD": "text",
+        "%s chat say%s" % (who, tag), url, post,
+        {"KAGI_CSRF": token, "KAGI_PATHS": "/chat/lobby/say", "KAGI_FIELD": "text",
          "KAGI_OK": "200"},
         stored=lambda: chat_last(port))
-    if fsync == "never":
-        rows["poll"] = bench.scenario("chat poll (since=0, 200 messages)",
+    if reads:
+        rows["poll"] = bench.scenario("%s chat poll (since=0, 200 messages)" % who,
                                       url + "/chat/lobby/messages?since=0&wait=0")
     return rows
 
 
-def write_report(path, bench, command):
-    base = next(r for r in bench.rows if r["name"].startswith("nginx return"))
+def run_all(bench, env):
+    """Everything behind one nginx: the baselines, the peers, kagi with data.fsync=never (the
+    peers' durability: no fsync) and kagi with its default, always."""
+    ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always")}
+    sock, pids = run_kagi(env, "never")
+    always_sock, _ = run_kagi(env, "always")
+    c_sock = start_c_hello(env)
+    php_sock, php_data = start_php_fpm(env, bench.args.php_children)
+    extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
+    extra += """
+    upstream kagi_always { server unix:%s; keepalive 32; }
+    server {
+        listen 127.0.0.1:%d;
+        location / { include fastcgi_params; fastcgi_param REMOTE_ADDR $remote_addr;
+                     fastcgi_pass kagi_always; fastcgi_keep_conn on; }
+    }""" % (always_sock, ports["always"])
+    start_nginx(env, ports["kagi"], ports["base"], sock, extra)
+    for k in ("c", "php", "always"):
+        harness.wait_for_port(ports[k], None, k)
+
+    r = {}
+    r["baseline"] = bench.scenario("nginx return 200 (upper bound)",
+                                   "http://127.0.0.1:%d/" % ports["base"])
+    r["c_hello"] = bench.scenario("libfcgi C hello (threaded, kept connections)",
+                                  "http://127.0.0.1:%d/" % ports["c"])
+    r["php_hello"] = bench.scenario("PHP-FPM hello", "http://127.0.0.1:%d/hello" % ports["php"])
+    r["hello"] = bench.scenario("kagi hello", "http://127.0.0.1:%d/_test/hello" % ports["kagi"])
+    r["php"] = app_scenarios(bench, "PHP-FPM", ports["php"], TOKEN)
+    kagi_token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
+    r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)")
+    r["rss"] = peak_rss_kib(pids)
+    always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
+    r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
+                                " (data.fsync=always, the default)", reads=False)
+    return r
+
+
+def goals(r):
+    """(goal, measured ratio, wanted) for every ratio goal of the benchmark issue."""
+    k, php = r["kagi"], r["php"]
+    out = [("kagi hello vs libfcgi C hello", r["hello"]["rps"] / r["c_hello"]["rps"], 1.0),
+           ("kagi hello vs PHP-FPM hello", r["hello"]["rps"] / r["php_hello"]["rps"], 3.0)]
+    for key, what in (("page", "BBS page read"), ("post1", "BBS post, 1 board"),
+                      ("post8", "BBS post, 8 boards"), ("say", "chat say"),
+                      ("poll", "chat poll")):
+        out.append(("kagi %s vs PHP-FPM" % what, k[key]["rps"] / php[key]["rps"], 5.0))
+    out.append(("kagi BBS posts: 8 boards vs 1 board", k["post8"]["rps"] / k["post1"]["rps"], 1.5))
+    return out
+
+
+def write_report(path, bench, results, command):
+    base = results["baseline"]
     lines = [
         "# Benchmarks",
         "",
-        "Regenerated by `%s` on %s (%s, %d cores). wrk -t%d -c%d through nginx with the "
-        "shipped `conf/nginx/kagi.conf`; kagi-demo (Release) under spawn-fcgi, 2 processes x 4 "
-        "threads, access log off. Each row: a %ds warm-up, then the median of %d rounds of %ds. "
-        "Ratios are to the nginx `return 200` baseline measured in the same run." % (
+        "Regenerated by `%s` on %s (%s, %d cores). wrk -t%d -c%d through one nginx (the "
+        "shipped `conf/nginx/kagi.conf` for kagi); kagi-demo (Release) under spawn-fcgi, "
+        "2 processes x 4 threads, access log off; PHP-FPM 8.2 (opcache on, static pool of %d); "
+        "the libfcgi C hello with %d threads. Each row: a %ds warm-up, then the median of %d "
+        "rounds of %ds. Every ratio is between numbers measured in this same run." % (
             command, datetime.date.today().isoformat(), platform.machine(), os.cpu_count(),
-            THREADS, CONNECTIONS, bench.args.warmup, bench.args.rounds, bench.args.seconds),
+            THREADS, CONNECTIONS, bench.args.php_children, CONNECTIONS, bench.args.warmup,
+            bench.args.rounds, bench.args.seconds),
+        "",
+        "## Goals",
+        "",
+        "| goal | measured | wanted | met |",
+        "|---|---:|---:|---|",
+    ]
+    for goal, got, want in goals(results):
+        lines.append("| %s | %.2f× | ≥ %.1f× | %s |" % (goal, got, want, "yes" if got >= want else "**no**"))
+    lines += [
+        "",
+        "## All rows",
         "",
         "| scenario | req/s | × nginx return 200 | p50 ms | p99 ms | errors | acknowledged | stored | lost |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -190,11 +326,17 @@ def write_report(path, bench, command):
               "APIs, `lost` = acknowledged − stored (0 or negative means none lost; negative counts writes "
               "stored whose answer wrk stopped waiting for when a run ended: at most one per "
               "connection per run).", ""]
-    if bench.rss:
-        lines.append("Peak RSS per worker process after the BBS post load: %s." % ", ".join(
-            "%.1f MiB" % (k / 1024.0) for k in bench.rss))
+    if results.get("rss"):
+        lines.append("Peak RSS per kagi worker process after the BBS and chat load "
+                     "(data.fsync=never): %s." % ", ".join(
+                         "%.1f MiB" % (k / 1024.0) for k in results["rss"]))
         lines.append("")
-    lines += ["Lock-layer and storage micro-benchmarks (Google Benchmark) are in "
+    lines += ["The peers are in `tests/bench/peers/`: `hello_fcgi.c` (libfcgi, a thread per "
+              "kept connection), and PHP (`php/`): a BBS that takes an exclusive `flock` before "
+              "reading its board file and writes it back with temp + rename, and a chat that "
+              "appends to its log under `flock`. Neither calls fsync, so kagi's comparable rows "
+              "run with `data.fsync=never`; the `always` rows show kagi's default.", "",
+              "Lock-layer and storage micro-benchmarks (Google Benchmark) are in "
               "[LOCKING.md](LOCKING.md) and [STORAGE.md](STORAGE.md).", ""]
     open(path, "w").write("\n".join(lines))
 
@@ -207,22 +349,24 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--php-children", type=int, default=2 * (os.cpu_count() or 1),
+                    help="PHP-FPM static pool size (default: twice the cores)")
     ap.add_argument("--out", default=None, help="report path (default docs/BENCHMARKS.md)")
     args = ap.parse_args()
     env = harness.Env(args, "bench")
     bench = Bench(args, env)
-    bench.rss = []
     ok = True
     try:
-        never = suite(bench, env, "never")
-        bench.rss = never["rss"]
-        suite(bench, env, "always")
+        results = run_all(bench, env)
         for r in bench.rows:
             if r.get("acked") is not None and r["acked"] > r["stored"]:
                 print("LOST WRITES in %s: acknowledged %d, stored %d" % (r["name"], r["acked"], r["stored"]))
                 ok = False
+        print("\ngoals:")
+        for goal, got, want in goals(results):
+            print("  %-40s %6.2fx  (want >= %.1fx) %s" % (goal, got, want, "met" if got >= want else "NOT MET"))
         write_report(args.out or os.path.join(args.source, "docs", "BENCHMARKS.md"), bench,
-                     "scripts/bench")
+                     results, "scripts/bench")
     except Exception:  # noqa: BLE001
         import traceback
         traceback.print_exc()
