@@ -26,6 +26,7 @@
 #include "server/http_server.hpp"
 #include "testing/test_routes.hpp"
 #include "util/log.hpp"
+#include "util/memory.hpp"
 #ifdef KAGI_HAVE_APP_bbs
 #include "bbs/bbs.hpp"
 #endif
@@ -115,6 +116,8 @@ int main(int argc, char** argv) {
   // SIGTERM / SIGINT: blocked in every thread and taken by a watcher thread that stops the
   // servers gracefully.
   signal(SIGPIPE, SIG_IGN);
+  // Request-sized blocks stay in the heap between requests (util/memory.hpp).
+  kagi::util::tune_malloc_for_requests();
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
