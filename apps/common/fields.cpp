@@ -24,9 +24,12 @@ void append_escaped(std::string& out, std::string_view text) {
 }
 
 std::optional<std::string> unescape(std::string_view text) {
-  std::string out;
+  // Most fields have nothing escaped: one copy, no per-character work.
+  size_t first = text.find('\\');
+  if (first == std::string_view::npos) return std::string(text);
+  std::string out(text.substr(0, first));
   out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
+  for (size_t i = first; i < text.size(); ++i) {
     if (text[i] != '\\') {
       out += text[i];
       continue;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,19 +43,23 @@ NumberedLog<Item> read_numbered(const store::DataDir& data, const lock::Guard& g
   NumberedLog<Item> log;
   std::vector<std::string> records = data.read_log(guard, path).value();
   log.records = records.size();
-  for (const auto& record : records) {
-    if (record.starts_with(detail::kHighWaterTag)) {
-      if (auto fields = split_fields(record, 2)) {
+  // Ids grow in log order, so only the newest `keep` items need decoding: walk back from the
+  // end. High-water records (written first by a rewrite) carry the highest id ever given.
+  std::vector<Item> newest_first;
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (it->starts_with(detail::kHighWaterTag)) {
+      if (auto fields = split_fields(*it, 2)) {
         log.last_id = std::max(log.last_id, parse_int((*fields)[1]).value_or(0));
       }
-    } else if (auto item = decode(record)) {
-      log.last_id = std::max(log.last_id, item->id);
-      log.items.push_back(std::move(*item));
+    } else if (newest_first.size() < keep) {
+      if (auto item = decode(*it)) {
+        log.last_id = std::max(log.last_id, item->id);
+        newest_first.push_back(std::move(*item));
+      }
     }
   }
-  if (log.items.size() > keep) {
-    log.items.erase(log.items.begin(), log.items.end() - static_cast<long>(keep));
-  }
+  log.items.assign(std::make_move_iterator(newest_first.rbegin()),
+                   std::make_move_iterator(newest_first.rend()));
   return log;
 }
 
