@@ -178,9 +178,13 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<uint32_t>(limits().max_header_bytes));
     parser_->body_limit(limits().max_body_bytes);
     idle_ = true;
-    stream_.expires_after(stopping ? std::min<std::chrono::milliseconds>(
-                                         core_->options().idle_timeout, kFirstRequestGrace)
-                                   : core_->options().idle_timeout);
+    // During a stop, a connection with no request bytes yet gets only a short grace. One
+    // whose request is already here gets the normal timeout: with every io thread busy it
+    // may wait longer than the grace for a thread to read it, and it must still be served.
+    const bool grace = stopping && !request_started();
+    stream_.expires_after(grace ? std::min<std::chrono::milliseconds>(core_->options().idle_timeout,
+                                                                      kFirstRequestGrace)
+                                : core_->options().idle_timeout);
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -441,6 +445,9 @@ bool Core::post(net::any_io_executor executor, std::function<void()> fn) {
 void Core::accept() {
   acceptor_.async_accept(
       net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+        // An accepted connection is served even if a stop closed the acceptor meanwhile:
+        // its client sent its request before the stop (dropping it lost that request).
+        if (!ec) std::make_shared<Session>(self, std::move(s))->start();
         if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
         if (ec) {
           // Out of descriptors or similar: retry shortly instead of spinning.
@@ -449,7 +456,6 @@ void Core::accept() {
           self->accept_retry_.async_wait([self](beast::error_code) { self->accept(); });
           return;
         }
-        std::make_shared<Session>(self, std::move(s))->start();
         self->accept();
       });
 }
