@@ -17,7 +17,7 @@ static const char kAnswer[] =
     "\r\n"
     "hello\n";
 
-static void *serve(void *unused) {
+static void* serve(void* unused) {
   (void)unused;
   FCGX_Request request;
   if (FCGX_InitRequest(&request, 0, 0) != 0) return NULL;
@@ -28,14 +28,14 @@ static void *serve(void *unused) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 32;
   if (threads < 1 || threads > 1024) {
     fprintf(stderr, "usage: hello_fcgi [THREADS 1..1024]\n");
     return 2;
   }
   if (FCGX_Init() != 0) return 1;
-  pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+  pthread_t* ids = calloc((size_t)threads, sizeof *ids);
   if (!ids) return 1;
   for (int i = 0; i < threads; ++i) pthread_create(&ids[i], NULL, serve, NULL);
   for (int i = 0; i < threads; ++i) pthread_join(ids[i], NULL);
