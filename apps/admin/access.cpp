@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "http/headers.hpp"
 #include "util/password.hpp"
 
 namespace kagi::apps::admin {
@@ -19,17 +20,6 @@ int base64_value(char c) {
   if (c == '+') return 62;
   if (c == '/') return 63;
   return -1;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -66,7 +56,7 @@ std::optional<std::string> base64_decode(std::string_view text) {
 std::optional<BasicCredentials> parse_basic_auth(std::string_view header) {
   if (header.size() > kMaxAuthorization) return std::nullopt;
   size_t space = header.find(' ');
-  if (space == std::string_view::npos || !iequals(header.substr(0, space), "basic")) {
+  if (space == std::string_view::npos || !http::iequals(header.substr(0, space), "basic")) {
     return std::nullopt;
   }
   std::string_view encoded = header.substr(space + 1);
@@ -85,7 +75,8 @@ std::string normalize_address(std::string_view address) {
     address = address.substr(1, address.size() - 2);
   }
   constexpr std::string_view kMapped = "::ffff:";
-  if (address.size() > kMapped.size() && iequals(address.substr(0, kMapped.size()), kMapped) &&
+  if (address.size() > kMapped.size() &&
+      http::iequals(address.substr(0, kMapped.size()), kMapped) &&
       address.find('.') != std::string_view::npos) {
     address.remove_prefix(kMapped.size());
   }
