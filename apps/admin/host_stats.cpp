@@ -97,16 +97,7 @@ std::string process_stem() {
 }  // namespace
 
 void add_into(lock::StatsSnapshot& total, const lock::StatsSnapshot& part) {
-  for (const auto& [prefix, p] : part.prefixes) {
-    lock::PrefixStatsSnapshot& t = total.prefixes[prefix];
-    t.acquisitions += p.acquisitions;
-    t.contended += p.contended;
-    t.timeouts += p.timeouts;
-    t.order_violations += p.order_violations;
-    t.leaks += p.leaks;
-    t.wait.add(p.wait);
-    t.hold.add(p.hold);
-  }
+  for (const auto& [prefix, p] : part.prefixes) total.prefixes[prefix].add(p);
 }
 
 std::string encode_stats_file(const lock::StatsSnapshot& stats,

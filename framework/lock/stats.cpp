@@ -18,17 +18,19 @@ PrefixStatsSnapshot PrefixStats::snapshot() const {
   return s;
 }
 
+void PrefixStatsSnapshot::add(const PrefixStatsSnapshot& other) {
+  acquisitions += other.acquisitions;
+  contended += other.contended;
+  timeouts += other.timeouts;
+  order_violations += other.order_violations;
+  leaks += other.leaks;
+  wait.add(other.wait);
+  hold.add(other.hold);
+}
+
 PrefixStatsSnapshot StatsSnapshot::total() const {
   PrefixStatsSnapshot t;
-  for (const auto& [prefix, s] : prefixes) {
-    t.acquisitions += s.acquisitions;
-    t.contended += s.contended;
-    t.timeouts += s.timeouts;
-    t.order_violations += s.order_violations;
-    t.leaks += s.leaks;
-    t.wait.add(s.wait);
-    t.hold.add(s.hold);
-  }
+  for (const auto& [prefix, s] : prefixes) t.add(s);
   return t;
 }
 

@@ -40,6 +40,8 @@ struct PrefixStatsSnapshot {
   uint64_t leaks = 0;
   HistogramSnapshot wait;
   HistogramSnapshot hold;
+  // Adds every counter and histogram bucket of `other` (summing processes or prefixes).
+  void add(const PrefixStatsSnapshot& other);
 };
 
 struct StatsSnapshot {
