@@ -2,13 +2,13 @@
 
 #include <gtest/gtest.h>
 
-#include "temp_dir.hpp"
+#include "../support/temp_dir.hpp"
 #include "util/password.hpp"
 
 namespace kagi::apps::admin {
 namespace {
 
-using testing::TempDir;
+using test_support::TempDir;
 
 TEST(Base64DecodeTest, DecodesPaddedInput) {
   EXPECT_EQ(base64_decode("YWRtaW46czNjcmV0"), "admin:s3cret");

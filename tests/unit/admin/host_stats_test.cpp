@@ -9,13 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/temp_dir.hpp"
 #include "lock/lock_service.hpp"
-#include "temp_dir.hpp"
 
 namespace kagi::apps::admin {
 namespace {
 
-using testing::TempDir;
+using test_support::TempDir;
 
 lock::StatsSnapshot sample(uint64_t acquisitions) {
   lock::StatsSnapshot s;

@@ -10,15 +10,15 @@
 #include <thread>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "lock/names.hpp"
 #include "lock/table.hpp"
-#include "test_dir.hpp"
 
 namespace kagi::lock {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::TempDir;
+using test_support::TempDir;
 
 // Two FileLocks in one process open separate file descriptions: their flock locks exclude each
 // other exactly as two processes would.

@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "test_dir.hpp"
+#include "../support/temp_dir.hpp"
 
 namespace kagi::lock {
 namespace {
 
-using testing::TempDir;
+using test_support::TempDir;
 
 TEST(RegistryTest, PublishesHeldAndWaitingLocks) {
   TempDir dir;

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "../support/temp_dir.hpp"
 #include "lock/lock_service.hpp"
-#include "test_dir.hpp"
 
 namespace kagi::lock::testing {
 
@@ -33,7 +33,7 @@ class ServiceTest : public ::testing::Test {
                              .client_address = "192.0.2.1"});
   }
 
-  TempDir dir_;
+  test_support::TempDir dir_;
   std::unique_ptr<LockService> service_;
 };
 
