@@ -213,12 +213,6 @@ std::error_code FileLocks::lock(int fd, Mode mode, Clock::time_point deadline, b
   return ec;
 }
 
-std::error_code FileLocks::try_lock(int fd, Mode mode) {
-  if (::flock(fd, (mode == Mode::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0) return {};
-  if (errno == EWOULDBLOCK) return make_error_code(Errc::kTimeout);
-  return {errno, std::generic_category()};
-}
-
 bool FileLocks::writer_waiting(int fd) {
   struct flock fl {};
   fl.l_type = F_WRLCK;
@@ -271,7 +265,5 @@ std::error_code FileLocks::wait_polling(int fd, int type, Clock::time_point dead
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(2));
   }
 }
-
-void FileLocks::unlock(int fd) { ::flock(fd, LOCK_UN); }
 
 }  // namespace kagi::lock

@@ -109,12 +109,16 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
     held->stats = &service_.stats_.for_name(name);
     held_.reserve(held_.size() + 1);  // so that nothing can throw after the lock is taken
     Registry* registry = service_.registry_.get();
-    if (registry) held->slot = registry->publish(who_, name, mode, started);
 
+    // The common case first: a free name is granted without waiting, so nothing is published
+    // as "waiting" and no second clock read is needed (its wait is recorded as zero).
     bool contended = false;
-    std::error_code ec =
-        try_only ? session_->try_acquire(name, mode, held->epoch, held->handle)
-                 : session_->acquire(name, mode, deadline, held->epoch, held->handle, &contended);
+    std::error_code ec = session_->try_acquire(name, mode, held->epoch, held->handle);
+    if (ec == Errc::kTimeout && !try_only) {
+      contended = true;
+      if (registry) held->slot = registry->publish(who_, name, mode, started);
+      ec = session_->acquire(name, mode, deadline, held->epoch, held->handle, nullptr);
+    }
     if (ec) {
       if (registry) registry->clear(held->slot);
       if (ec == Errc::kTimeout && !try_only) {
@@ -128,12 +132,18 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
       }
       return ec;
     }
-    held->acquired = Clock::now();
+    held->acquired = contended ? Clock::now() : started;
     PrefixStats& stats = *held->stats;
     stats.acquisitions.fetch_add(1, std::memory_order_relaxed);
     if (contended) stats.contended.fetch_add(1, std::memory_order_relaxed);
     stats.wait.record(held->acquired - started);
-    if (registry) registry->mark_held(held->slot, held->acquired);
+    if (registry) {
+      if (contended) {
+        registry->mark_held(held->slot, held->acquired);
+      } else {
+        held->slot = registry->publish(who_, name, mode, held->acquired, Registry::State::kHeld);
+      }
+    }
     held->ctx = this;
     held_.push_back(held);
     out = std::move(held);

@@ -52,15 +52,6 @@ std::error_code validate_name(std::string_view name, std::string* why) {
   return {};
 }
 
-uint64_t name_hash(std::string_view name) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string lock_file_name(std::string_view name) {
   std::string out;
   const bool direct = name.size() <= kMaxDirectFileName;

@@ -34,7 +34,21 @@ std::string lock_file_name(std::string_view name);
 // ("bbs/board/3" → "bbs/board"); a single-segment name is its own prefix.
 std::string_view name_prefix(std::string_view name);
 
-// Stable across processes and builds (FNV-1a, 64 bit).
-uint64_t name_hash(std::string_view name);
+// Stable across processes and builds (FNV-1a, 64 bit). Inline: the lock table and the stats
+// hash every name on the acquire path.
+inline uint64_t name_hash(std::string_view name) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// name_hash as a transparent hasher for unordered containers keyed by names.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view name) const { return name_hash(name); }
+};
 
 }  // namespace kagi::lock

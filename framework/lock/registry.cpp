@@ -34,7 +34,8 @@ struct Payload {
   char path[152];
   char client[64];
 };
-constexpr size_t kWords = (sizeof(Payload) + 7) / 8;
+static_assert(sizeof(Payload) % 8 == 0, "copied as whole 64-bit words");
+constexpr size_t kWords = sizeof(Payload) / 8;
 
 struct Slot {
   std::atomic<uint64_t> seq;  // odd while being written
@@ -166,7 +167,7 @@ int64_t Registry::to_realtime_ns(Clock::time_point t) const {
 }
 
 int Registry::publish(const HolderInfo& who, std::string_view name, Mode mode,
-                      Clock::time_point since) noexcept {
+                      Clock::time_point since, State state) noexcept {
   int slot;
   {
     std::lock_guard lock(mu_);
@@ -177,19 +178,18 @@ int Registry::publish(const HolderInfo& who, std::string_view name, Mode mode,
     slot = free_.back();
     free_.pop_back();
   }
-  uint64_t words[kWords] = {};
-  Payload p;
-  std::memset(&p, 0, sizeof p);
+  Payload p{};
   p.since_ns = to_realtime_ns(since);
   p.thread = this_thread_id();
   p.pid = pid_;
   p.mode = static_cast<uint8_t>(mode);
-  p.state = kWaiting;
+  p.state = state == State::kHeld ? kHeld : kWaiting;
   copy_field(p.name, sizeof p.name, name);
   copy_field(p.request_id, sizeof p.request_id, who.request_id);
   copy_field(p.method, sizeof p.method, who.method);
   copy_field(p.path, sizeof p.path, who.path);
   copy_field(p.client, sizeof p.client, who.client_address);
+  uint64_t words[kWords];
   std::memcpy(words, &p, sizeof p);
   write_words(slot_at(map_, static_cast<size_t>(slot)), words, 0, kWords);
   return slot;

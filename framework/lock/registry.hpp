@@ -52,12 +52,15 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Publishes a lock being waited for; returns its slot, or -1 if every slot is in use
-  // (counted in overflows(); the lock still works, it is just not shown).
-  // `since` is when the wait began (the caller has read the clock already).
+  enum class State { kWaiting, kHeld };
+
+  // Publishes a lock being waited for (or, when it was granted at once, held); returns its
+  // slot, or -1 if every slot is in use (counted in overflows(); the lock still works, it is
+  // just not shown). `since` is when the wait began or the lock was granted (the caller has
+  // read the clock already).
   int publish(const HolderInfo& who, std::string_view name, Mode mode,
-              Clock::time_point since = Clock::now()) noexcept;
-  // The published lock is held since `since`.
+              Clock::time_point since = Clock::now(), State state = State::kWaiting) noexcept;
+  // The published waiting lock is now held, since `since`.
   void mark_held(int slot, Clock::time_point since = Clock::now()) noexcept;
   void clear(int slot) noexcept;
   uint64_t overflows() const;

@@ -1,5 +1,7 @@
 #include "lock/stats.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "lock/names.hpp"
@@ -34,12 +36,46 @@ PrefixStatsSnapshot StatsSnapshot::total() const {
   return t;
 }
 
+namespace {
+
+std::atomic<uint64_t> g_next_stats_id{1};
+
+// This thread's last prefix lookup. `owner` is a Stats id, never reused, so a Stats made at
+// the address of a destroyed one cannot hit a stale entry.
+struct LastPrefix {
+  uint64_t owner = 0;
+  size_t size = 0;
+  char prefix[64];
+  PrefixStats* stats = nullptr;
+};
+thread_local LastPrefix t_last;
+
+}  // namespace
+
+Stats::Stats() : id_(g_next_stats_id.fetch_add(1, std::memory_order_relaxed)) {}
+
 PrefixStats& Stats::for_name(std::string_view name) {
-  std::string_view prefix = name_prefix(name);
+  const std::string_view prefix = name_prefix(name);
+  LastPrefix& last = t_last;
+  if (last.owner == id_ && last.size == prefix.size() &&
+      std::memcmp(last.prefix, prefix.data(), prefix.size()) == 0) {
+    return *last.stats;
+  }
+  PrefixStats* found = lookup(prefix);
+  if (prefix.size() <= sizeof last.prefix) {
+    last.owner = id_;
+    last.size = prefix.size();
+    std::copy(prefix.begin(), prefix.end(), last.prefix);
+    last.stats = found;
+  }
+  return *found;
+}
+
+PrefixStats* Stats::lookup(std::string_view prefix) {
   {
     std::shared_lock lock(mu_);
     auto it = prefixes_.find(prefix);
-    if (it != prefixes_.end()) return *it->second;
+    if (it != prefixes_.end()) return it->second.get();
   }
   std::unique_lock lock(mu_);
   if (prefixes_.size() >= kMaxPrefixes && !prefixes_.contains(prefix)) {
@@ -47,7 +83,7 @@ PrefixStats& Stats::for_name(std::string_view name) {
   }
   auto& slot = prefixes_[std::string(prefix)];
   if (!slot) slot = std::make_unique<PrefixStats>();
-  return *slot;
+  return slot.get();
 }
 
 StatsSnapshot Stats::snapshot() const {

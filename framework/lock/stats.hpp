@@ -21,6 +21,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "lock/names.hpp"
 #include "util/histogram.hpp"
 
 namespace kagi::lock {
@@ -63,21 +64,21 @@ struct PrefixStats {
 // Thread-safe. PrefixStats pointers stay valid for the lifetime of the Stats.
 class Stats {
  public:
-  Stats() = default;
+  Stats();
   Stats(const Stats&) = delete;
   Stats& operator=(const Stats&) = delete;
 
-  // The counters for `name`'s prefix (see lock/names.hpp name_prefix).
+  // The counters for `name`'s prefix (see lock/names.hpp name_prefix). Each thread remembers
+  // its last prefix, so a repeated prefix costs no lookup and no reader lock.
   PrefixStats& for_name(std::string_view name);
   StatsSnapshot snapshot() const;
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  PrefixStats* lookup(std::string_view prefix);
+
+  const uint64_t id_;  // unique per Stats in the process: keys the per-thread last prefix
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<PrefixStats>, Hash, std::equal_to<>>
+  std::unordered_map<std::string, std::unique_ptr<PrefixStats>, NameHash, std::equal_to<>>
       prefixes_;  // guarded by mu_
 };
 

@@ -1,5 +1,7 @@
 #include "lock/table.hpp"
 
+#include "lock/names.hpp"
+
 #include <functional>
 #include <vector>
 
@@ -22,6 +24,7 @@ struct Waiter {
 // thread that set `file_busy` touches until it clears it again.
 struct LockTable::Entry {
   std::string name;
+  Shard* shard = nullptr;  // set once, when the entry is made
   int shared = 0;          // in-process shared holders
   bool exclusive = false;  // an in-process exclusive holder
   int refs = 0;            // holders + waiters + callers in flight: the entry dies at 0
@@ -37,8 +40,8 @@ struct LockTable::Entry {
   bool idle = false;
   Entry* idle_newer = nullptr;
   Entry* idle_older = nullptr;
-  int batch = 0;  // grants served by the current file lock without a system call
-  Clock::time_point file_since;
+  int batch = 0;                 // grants served by the current file lock without a system call
+  Clock::time_point file_since;  // the batch's first grant; zero until then
 
   void push(Waiter* w) {
     w->prev = tail;
@@ -58,7 +61,7 @@ struct LockTable::Entry {
 
 struct LockTable::Shard {
   std::mutex mu;
-  std::unordered_map<std::string_view, std::unique_ptr<Entry>> entries;  // guarded by mu
+  std::unordered_map<std::string_view, std::unique_ptr<Entry>, NameHash> entries;  // guarded by mu
   // A few unused entries kept for reuse: saves an allocation per uncontended acquire.
   // Bounded (kSpares per shard); not counted by size().
   std::vector<std::unique_ptr<Entry>> spares;  // guarded by mu
@@ -93,7 +96,8 @@ LockTable::LockTable(FileLocks* files)
 LockTable::~LockTable() = default;
 
 LockTable::Shard& LockTable::shard_for(std::string_view name) const {
-  return shards_[std::hash<std::string_view>{}(name) % kShards];
+  const uint64_t h = name_hash(name);
+  return shards_[(h ^ (h >> 32)) % kShards];
 }
 
 size_t LockTable::size() const {
@@ -115,8 +119,6 @@ size_t LockTable::waiting(std::string_view name) const {
   return n;
 }
 
-namespace {}  // namespace
-
 LockTable::Entry* LockTable::find_or_create(Shard& shard, std::string_view name) {
   auto& entries = shard.entries;
   auto& spares = shard.spares;
@@ -133,6 +135,7 @@ LockTable::Entry* LockTable::find_or_create(Shard& shard, std::string_view name)
     spares.pop_back();
   }
   e->name.assign(name);
+  e->shard = &shard;
   LockTable::Entry* raw = e.get();
   entries.emplace(raw->name, std::move(e));
   return raw;
@@ -154,6 +157,9 @@ void take(LockTable::Entry* e, Mode mode) {
 // probe decides: no writer of another process waiting → a new batch.
 bool LockTable::batch_lasts(Entry* e) {
   const auto now = Clock::now();
+  // The batch's clock starts at its first system-call-free grant, so that taking the file
+  // lock (the uncontended path) reads no clock.
+  if (e->file_since == Clock::time_point{}) e->file_since = now;
   if (e->batch < kMaxBatch && now - e->file_since < kMaxBatchHold) return true;
   if (files_->writer_waiting(e->fd)) return false;
   e->batch = 0;
@@ -206,7 +212,7 @@ void LockTable::unref_locked(Shard& shard, Entry* e) {
   }
   // A burst of distinct names grows the bucket array; give it back once the shard is idle.
   if (shard.entries.empty() && shard.entries.bucket_count() > 1024) {
-    std::unordered_map<std::string_view, std::unique_ptr<Entry>>().swap(shard.entries);
+    std::unordered_map<std::string_view, std::unique_ptr<Entry>, NameHash>().swap(shard.entries);
   }
 }
 
@@ -237,7 +243,7 @@ std::error_code LockTable::ensure_file(Shard& shard, std::unique_lock<std::mutex
       if (!ec) {
         e->file = mode == Mode::kShared ? FileState::kShared : FileState::kExclusive;
         e->batch = 0;
-        e->file_since = Clock::now();
+        e->file_since = {};
         return {};
       }
       if (ec != Errc::kTimeout) return ec;
@@ -256,7 +262,7 @@ std::error_code LockTable::ensure_file(Shard& shard, std::unique_lock<std::mutex
     if (ec) return ec;
     e->file = mode == Mode::kShared ? FileState::kShared : FileState::kExclusive;
     e->batch = 0;
-    e->file_since = Clock::now();
+    e->file_since = {};
     return {};
   }
 }
@@ -340,7 +346,7 @@ void LockTable::release_locked(Shard& shard, Entry* e, Mode mode) {
 
 void LockTable::release(Grant& grant) {
   if (!grant.entry) return;
-  Shard& shard = shard_for(grant.entry->name);
+  Shard& shard = *grant.entry->shard;
   std::lock_guard lock(shard.mu);
   release_locked(shard, grant.entry, grant.mode);
   grant.entry = nullptr;

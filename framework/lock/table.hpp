@@ -10,7 +10,7 @@
 //    readers that arrive after it.
 //  - A shared acquire of a name that other threads of the process already hold shared is
 //    granted without any system call, in batches: when a batch runs out (kMaxBatch grants or
-//    kMaxBatchHold since the file lock was taken) the table asks the file once whether a
+//    kMaxBatchHold since its first such grant) the table asks the file once whether a
 //    writer of another process is waiting. If none is, a new batch starts; if one is,
 //    newcomers queue, the holders drain, the file lock is released and the writer gets its
 //    turn. So readers of one process never starve writers of another.

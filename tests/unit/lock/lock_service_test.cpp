@@ -99,6 +99,8 @@ TEST_F(LockServiceTest, StatsCountContentionAndHoldTime) {
   EXPECT_EQ(s.contended, 1u);
   EXPECT_EQ(s.hold.count, 2u);
   EXPECT_EQ(s.wait.count, 2u);
+  EXPECT_EQ(s.wait.buckets[0], 1u);  // a's grant was immediate: recorded as no wait
+  EXPECT_GE(s.wait.sum_us, 4000u);   // b waited for a's release
   EXPECT_GE(s.hold.sum_us, 4000u);
 }
 

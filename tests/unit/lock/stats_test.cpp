@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,23 @@ TEST(StatsTest, PrefixCountIsBounded) {
   EXPECT_EQ(s.prefixes.size(), kMaxPrefixes + 1);
   EXPECT_EQ(s.prefixes.at("(other)").acquisitions, 100u);
   EXPECT_EQ(s.total().acquisitions, kMaxPrefixes + 100);
+}
+
+// Each thread remembers its last prefix; a Stats made after another one was destroyed (often
+// at the same address) must never be handed the old one's counters (ASan would also catch
+// the use after free).
+TEST(StatsTest, RememberedPrefixNeverOutlivesItsStats) {
+  auto first = std::make_unique<Stats>();
+  first->for_name("bbs/board/1").acquisitions++;
+  first.reset();
+  auto second = std::make_unique<Stats>();
+  second->for_name("bbs/board/1").acquisitions++;
+  second->for_name("bbs/board/2").acquisitions++;
+  EXPECT_EQ(second->snapshot().prefixes.at("bbs/board").acquisitions, 2u);
+  // A different prefix in between, then the first again: still the same counters.
+  second->for_name("chat/room/a").acquisitions++;
+  EXPECT_EQ(&second->for_name("bbs/board/3"), &second->for_name("bbs/board/4"));
+  EXPECT_EQ(second->snapshot().prefixes.at("chat/room").acquisitions, 1u);
 }
 
 TEST(StatsTest, ConcurrentRecording) {
