@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "store/detail/log_format.hpp"
@@ -66,20 +68,66 @@ long write_all(FileSystem& fs, int fd, std::string_view data, off_t offset) {
 }
 
 // Reads [offset, EOF) of `fd` into `out`. Returns 0 or -errno.
-long read_from(FileSystem& fs, int fd, off_t offset, std::string& out) {
-  struct stat st {};
-  if (int r = fs.fstat(fd, &st); r < 0) return r;
-  out.clear();
-  if (st.st_size > offset) out.reserve(static_cast<size_t>(st.st_size - offset));
-  char buf[64 * 1024];
+// Reads from `offset` to the end into `out`. `size`: the file's size if the caller has just
+// stat'ed it (else it is asked for); reading goes on past it if the file grew.
+long read_from(FileSystem& fs, int fd, off_t offset, std::string& out,
+               std::optional<off_t> size = std::nullopt) {
+  if (!size) {
+    struct stat st {};
+    if (int r = fs.fstat(fd, &st); r < 0) return r;
+    size = st.st_size;
+  }
+  out.assign(*size > offset ? static_cast<size_t>(*size - offset) : 0, '\0');
+  size_t have = 0;
   while (true) {
-    ssize_t n = fs.pread(fd, buf, sizeof buf, offset);
+    if (have == out.size()) out.resize(have + 64 * 1024);
+    ssize_t n =
+        fs.pread(fd, out.data() + have, out.size() - have, offset + static_cast<off_t>(have));
     if (n == -EINTR) continue;
     if (n < 0) return n;
-    if (n == 0) return 0;
-    out.append(buf, static_cast<size_t>(n));
-    offset += n;
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
   }
+  out.resize(have);
+  return 0;
+}
+
+uint64_t load_u64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Does `c` still describe the start of the open log `fd` (stat'ed as `st`)? The same file,
+// no shorter than the cursor's end, and the cursor's last record still in place (its header
+// read again: a replaced log that reuses the inode number fails here). 1 yes, 0 no, <0 -errno.
+int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, const LogCursor& c) {
+  if (c.end == 0 || c.dev != st.st_dev || c.ino != st.st_ino) return 0;
+  if (static_cast<uint64_t>(st.st_size) < c.end) return 0;
+  if (c.last_start == 0) return 1;  // no record yet: the magic is all there is to check
+  char header[detail::kRecordHeader];
+  for (;;) {
+    ssize_t n = fs.pread(fd, header, sizeof header, static_cast<off_t>(c.last_start));
+    if (n == -EINTR) continue;
+    if (n < 0) return static_cast<int>(n);
+    return n == static_cast<ssize_t>(sizeof header) && load_u64(header) == c.last_header;
+  }
+}
+
+// The cursor after `bytes`, read from offset `from` (a record boundary) of the file `st`,
+// of which the first `valid` bytes are whole records, the last one `last_payload` bytes long.
+LogCursor cursor_after(const struct stat& st, const LogCursor& before, uint64_t from,
+                       std::string_view bytes, size_t valid, std::optional<size_t> last_payload) {
+  LogCursor c = before;
+  c.dev = st.st_dev;
+  c.ino = st.st_ino;
+  c.end = from + valid;
+  if (last_payload) {
+    const size_t at = valid - detail::kRecordHeader - *last_payload;
+    c.last_start = from + at;
+    c.last_header = load_u64(bytes.data() + at);
+  }
+  return c;
 }
 
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
@@ -377,21 +425,21 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
     return fail(Status::failed(sys(r), "append", path, "fstat"));
   const auto size = static_cast<uint64_t>(st.st_size);
 
-  // Where do whole records end? Start from what this process verified before, if it is
-  // still the same file; verify whatever other processes appended since.
-  uint64_t start = 0;
+  // Where do whole records end? Start from what this process verified before, if it still
+  // holds; verify whatever other processes appended since.
+  LogCursor known;
   {
     std::lock_guard lock(logs_mu_);
-    auto it = logs_.find(key);
-    if (it != logs_.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
-        it->second.valid_end <= size) {
-      start = it->second.valid_end;
-    }
+    if (auto it = logs_.find(key); it != logs_.end()) known = it->second;
   }
+  const int holds = log_cursor_holds(fs_, fd, st, known);
+  if (holds < 0) return fail(Status::failed(sys(holds), "append", path, "read"));
+  if (!holds) known = LogCursor{};
+  const uint64_t start = known.end;
   uint64_t valid_end = start;
   if (start < size || start == 0) {
     std::string bytes;
-    if (long r = read_from(fs_, fd, static_cast<off_t>(start), bytes); r < 0) {
+    if (long r = read_from(fs_, fd, static_cast<off_t>(start), bytes, st.st_size); r < 0) {
       return fail(Status::failed(sys(r), "append", path, "read"));
     }
     std::string_view view = bytes;
@@ -447,9 +495,15 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
   }
   fs_.close(fd);
   close_parent(parent);
+  const size_t record_at = frame.size() - detail::kRecordHeader - record.size();
+  LogCursor after{.dev = st.st_dev,
+                  .ino = st.st_ino,
+                  .end = valid_end + frame.size(),
+                  .last_start = valid_end + record_at,
+                  .last_header = load_u64(frame.data() + record_at)};
   std::lock_guard lock(logs_mu_);
   if (logs_.size() >= 4096) logs_.clear();  // a bounded hint cache, not a registry
-  logs_[key] = LogState{st.st_dev, st.st_ino, valid_end + frame.size()};
+  logs_[key] = after;
   return {};
 }
 
@@ -504,6 +558,64 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
     records.erase(records.begin(), records.end() - static_cast<std::ptrdiff_t>(last_n));
   }
   return records;
+}
+
+Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_view path,
+                                        LogCursor& cursor) const {
+  if (Status s = check_path("read_log", path); !s.ok()) return s;
+  if (Status s = check_guard("read_log", path, guard); !s.ok()) return s;
+  LogTail tail;
+  auto segments = path_segments(path);
+  std::string step;
+  int parent = open_parent(segments, false, &step);
+  if (parent == -ENOENT) {
+    tail.restarted = true;
+    cursor = LogCursor{};
+    return tail;
+  }
+  if (parent < 0) return open_failed(parent, "read_log", path, step);
+  std::string leaf(segments.back());
+  int fd = fs_.open_at(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  close_parent(parent);
+  if (fd == -ENOENT) {
+    tail.restarted = true;
+    cursor = LogCursor{};
+    return tail;
+  }
+  if (fd < 0) return open_failed(fd, "read_log", path, "open");
+  struct stat st {};
+  std::string bytes;
+  int holds = fs_.fstat(fd, &st);
+  if (holds == 0) holds = log_cursor_holds(fs_, fd, st, cursor);
+  const uint64_t start = holds > 0 ? cursor.end : 0;
+  long r = holds < 0 ? holds : read_from(fs_, fd, static_cast<off_t>(start), bytes, st.st_size);
+  fs_.close(fd);
+  if (r < 0) return Status::failed(sys(r), "read_log", path, "read");
+
+  std::string_view view = bytes;
+  uint64_t from = start;
+  LogCursor before = cursor;
+  if (start == 0) {
+    tail.restarted = true;
+    before = LogCursor{};
+    switch (detail::check_header(view)) {
+      case detail::Header::kForeign:
+        return Status::failed(Errc::kCorrupt, "read_log", path,
+                              "not a kagi log (no KAGILOG1 header)");
+      case detail::Header::kPartial:
+        cursor = LogCursor{};  // a torn creation: nothing to read yet
+        return tail;
+      case detail::Header::kValid:
+        view.remove_prefix(detail::kLogMagic.size());
+        from = detail::kLogMagic.size();
+        break;
+    }
+  }
+  const size_t valid = detail::parse_records(view, &tail.records);
+  std::optional<size_t> last_payload;
+  if (!tail.records.empty()) last_payload = tail.records.back().size();
+  cursor = cursor_after(st, before, from, view, valid, last_payload);
+  return tail;
 }
 
 }  // namespace kagi::store

@@ -55,6 +55,24 @@
 
 namespace kagi::store {
 
+// Where a reader (or appender) of a log stopped: the file's identity and the end of the last
+// whole record it saw, with that record's frame header. The header is read again before the
+// cursor is trusted, so a log replaced by rewrite_log() is noticed even when the new file
+// reuses the old inode number.
+struct LogCursor {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  uint64_t end = 0;          // just past the last whole record seen; 0: nothing seen yet
+  uint64_t last_start = 0;   // where that record's frame starts; 0: no record (an empty log)
+  uint64_t last_header = 0;  // its 8-byte frame header (length and CRC-32C)
+};
+
+// What read_log_since() found.
+struct LogTail {
+  bool restarted = false;            // the cursor did not hold: `records` is the whole log
+  std::vector<std::string> records;  // oldest first
+};
+
 struct DataOptions {
   std::string dir = "var/data";  // data.dir: created if missing
   bool fsync = true;             // data.fsync: "always" (true) | "never" (false)
@@ -105,6 +123,14 @@ class DataDir {
       const lock::Guard& guard, std::string_view path,
       size_t last_n = std::numeric_limits<size_t>::max()) const;
 
+  // The records appended since `cursor` (from an earlier call; a default cursor reads the
+  // whole log), and the cursor moved past them. When the log was replaced, shrank or
+  // vanished since, the whole log is returned with `restarted` set: the caller starts over.
+  // This makes a reader that keeps what it decoded cost O(new records) per read instead of
+  // O(log). On error the cursor is unchanged.
+  Result<LogTail> read_log_since(const lock::Guard& guard, std::string_view path,
+                                 LogCursor& cursor) const;
+
   const std::string& dir() const { return dir_; }
   bool fsync_enabled() const { return fsync_; }
   // Temp files removed by open() (left by processes that died mid-commit).
@@ -125,23 +151,12 @@ class DataDir {
                   std::string* failed_step) const;
   void close_parent(int fd) const;
 
-  // What an append knows about a log without reading it again: the file's identity and how
-  // far it has been verified to hold whole records.
-  struct LogState {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    uint64_t valid_end = 0;
-  };
-
   const std::string dir_;
   const int root_fd_;
   const bool fsync_;
   FileSystem& fs_;
   size_t cleaned_ = 0;  // set once by open(), then read-only
 
-  // Logs this process has verified. An entry is only a hint: it is used when the file's
-  // identity still matches, and records past valid_end (appended by other processes) are
-  // verified before an append.
   // The lock each file was first used under (bounded: cleared when full; it is a
   // diagnostic, not a rule).
   struct Binding {
@@ -152,8 +167,11 @@ class DataDir {
   mutable std::unordered_map<std::string, Binding> bindings_;  // guarded by bindings_mu_
   mutable std::atomic<uint64_t> mismatches_{0};
 
+  // Logs this process has appended to: where their whole records end. An entry is only a
+  // hint: it is used when the cursor still holds (log_cursor_holds), and records past its
+  // end (appended by other processes) are verified before an append.
   mutable std::mutex logs_mu_;
-  std::unordered_map<std::string, LogState> logs_;  // guarded by logs_mu_
+  std::unordered_map<std::string, LogCursor> logs_;  // guarded by logs_mu_
 };
 
 }  // namespace kagi::store

@@ -229,6 +229,96 @@ TEST_F(DataDirTest, AppendsFromTwoProcessesInterleave) {
   EXPECT_EQ(dir_->read_log(g, "l.log").value(), (std::vector<std::string>{"fresh", "next"}));
 }
 
+// Rewrites `path` in place (the same inode), as a log whose records are `records`: what a
+// replaced log looks like when the new file reuses the old inode number.
+void rewrite_in_place(const fs::path& path, const std::vector<std::string>& records,
+                      DataDir& scratch, const lock::ExclusiveGuard& g) {
+  ASSERT_TRUE(scratch.rewrite_log(g, "scratch.log", records).ok());
+  const std::string bytes = slurp(fs::path(scratch.dir()) / "scratch.log");
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  spit(path, bytes);  // truncates and writes the same file
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  ASSERT_EQ(before.st_ino, after.st_ino);
+}
+
+TEST_F(DataDirTest, ReadLogSinceReturnsOnlyWhatIsNew) {
+  auto g = ctx_->exclusive("l");
+  LogCursor cursor;
+  LogTail first = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(first.restarted);  // nothing there yet
+  EXPECT_TRUE(first.records.empty());
+  ASSERT_TRUE(dir_->append(g, "s.log", "one").ok());
+  ASSERT_TRUE(dir_->append(g, "s.log", "two").ok());
+  LogTail all = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(all.restarted);
+  EXPECT_EQ(all.records, (std::vector<std::string>{"one", "two"}));
+  LogTail none = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_FALSE(none.restarted);
+  EXPECT_TRUE(none.records.empty());
+  // Appends by "another process" (a second DataDir) are picked up too.
+  std::error_code ec;
+  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(other->append(g, "s.log", "three").ok());
+  ASSERT_TRUE(dir_->append(g, "s.log", "four").ok());
+  LogTail more = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_FALSE(more.restarted);
+  EXPECT_EQ(more.records, (std::vector<std::string>{"three", "four"}));
+  // A rewrite (a new file) starts over, with the whole new log.
+  ASSERT_TRUE(other->rewrite_log(g, "s.log", {"compacted", "four"}).ok());
+  LogTail again = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(again.restarted);
+  EXPECT_EQ(again.records, (std::vector<std::string>{"compacted", "four"}));
+  // So does a removed log.
+  ASSERT_TRUE(other->remove(g, "s.log").ok());
+  LogTail gone = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(gone.restarted);
+  EXPECT_TRUE(gone.records.empty());
+}
+
+TEST_F(DataDirTest, ReadLogSinceSeesAReplacementThatReusesTheInode) {
+  auto g = ctx_->exclusive("l");
+  for (const char* r : {"a", "b", "c"}) ASSERT_TRUE(dir_->append(g, "s.log", r).ok());
+  LogCursor cursor;
+  ASSERT_EQ(dir_->read_log_since(g, "s.log", cursor).value().records.size(), 3u);
+  // Longer than before, same inode, other records: offsets no longer line up.
+  rewrite_in_place(data_ / "s.log", {"a much longer first record", "x", "y", "z"}, *dir_, g);
+  LogTail tail = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(tail.restarted);
+  EXPECT_EQ(tail.records, (std::vector<std::string>{"a much longer first record", "x", "y", "z"}));
+}
+
+// The append hint is a cursor too: a log replaced in place must not be cut at the old end
+// (which would drop the new file's records).
+TEST_F(DataDirTest, AppendAfterAReplacementThatReusesTheInodeKeepsEveryRecord) {
+  auto g = ctx_->exclusive("l");
+  for (const char* r : {"a", "b", "c"}) ASSERT_TRUE(dir_->append(g, "s.log", r).ok());
+  rewrite_in_place(data_ / "s.log", {"a much longer first record", "x", "y", "z"}, *dir_, g);
+  ASSERT_TRUE(dir_->append(g, "s.log", "next").ok());
+  EXPECT_EQ(dir_->read_log(g, "s.log").value(),
+            (std::vector<std::string>{"a much longer first record", "x", "y", "z", "next"}));
+}
+
+TEST_F(DataDirTest, ReadLogSinceStopsBeforeATornTail) {
+  auto g = ctx_->exclusive("l");
+  ASSERT_TRUE(dir_->append(g, "t.log", "whole").ok());
+  const std::string good = slurp(data_ / "t.log");
+  ASSERT_TRUE(dir_->append(g, "t.log", "torn by a crash").ok());
+  const std::string full = slurp(data_ / "t.log");
+  spit(data_ / "t.log", std::string_view(full).substr(0, full.size() - 3));
+  open_dir();  // a fresh process
+  LogCursor cursor;
+  EXPECT_EQ(dir_->read_log_since(g, "t.log", cursor).value().records,
+            std::vector<std::string>{"whole"});
+  EXPECT_EQ(cursor.end, good.size());
+  ASSERT_TRUE(dir_->append(g, "t.log", "after").ok());  // drops the torn tail
+  LogTail tail = dir_->read_log_since(g, "t.log", cursor).value();
+  EXPECT_FALSE(tail.restarted);
+  EXPECT_EQ(tail.records, std::vector<std::string>{"after"});
+}
+
 TEST_F(DataDirTest, TornTailIsDroppedAtEveryOffset) {
   {
     auto g = ctx_->exclusive("l");
