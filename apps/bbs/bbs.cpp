@@ -36,6 +36,7 @@ using lock::Mode;
 struct Settings {
   std::vector<std::string> boards;
   size_t keep = 1000;
+  std::unique_ptr<bbs::BoardCache> cache;  // made once bbs.keep is known
   size_t page_size = 20;
   int64_t flood_interval_s = 10;
   bbs::InputLimits limits;
@@ -105,7 +106,7 @@ Response index(const Settings& s, Request&, Context& ctx) {
   view::Dict dict;
   for (const auto& board : s.boards) {
     BoardState state =
-        bbs::read_board(ctx.data, all.guard(bbs::board_lock_name(board)), board, s.keep);
+        bbs::read_board(*s.cache, ctx.data, all.guard(bbs::board_lock_name(board)), board);
     view::Dict row = dict.add_section("BOARD");
     row.set("NAME", board);
     row.set("COUNT", static_cast<int64_t>(state.items.size()));
@@ -120,7 +121,7 @@ Response show(const Settings& s, Request& req, Context& ctx) {
   const int64_t page = int_arg(req.arg("page"), 1, 1, 1'000'000);
 
   auto guard = ctx.locks.shared(bbs::board_lock_name(board));  // readers share the lock
-  BoardState state = bbs::read_board(ctx.data, guard, board, s.keep);
+  BoardState state = bbs::read_board(*s.cache, ctx.data, guard, board);
   return render_board(ctx, s, board, state, page, nullptr, "", 200);
 }
 
@@ -134,7 +135,7 @@ Response post(const Settings& s, Request& req, Context& ctx) {
   if (form.bad_encoding) throw HttpError(400, form.error);
   if (!form.error.empty()) {
     auto guard = ctx.locks.shared(bbs::board_lock_name(board));
-    return render_board(ctx, s, board, bbs::read_board(ctx.data, guard, board, s.keep), 1,
+    return render_board(ctx, s, board, bbs::read_board(*s.cache, ctx.data, guard, board), 1,
                         &form.input, form.error, 400);
   }
   std::string password_hash;
@@ -167,7 +168,7 @@ Response post(const Settings& s, Request& req, Context& ctx) {
           .with_header("Retry-After", std::to_string(wait));
     }
   }
-  BoardState state = bbs::read_board(ctx.data, board_lock, board, s.keep);
+  BoardState state = bbs::read_board(*s.cache, ctx.data, board_lock, board);
   for (auto it = state.items.rbegin(); it != state.items.rend() && it - state.items.rbegin() < 5;
        ++it) {
     if (it->client == client && it->body == form.input.body && it->subject == form.input.subject) {
@@ -200,16 +201,17 @@ Response remove(const Settings& s, Request& req, Context& ctx) {
   const int64_t id = int_arg(req.field("id"), 0, 1, INT64_MAX);
   const std::string_view password = req.field("password");
 
-  auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));       // 2. lock
-  BoardState state = bbs::read_board(ctx.data, board_lock, board, s.keep);  // 3. read
+  auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));         // 2. lock
+  BoardState state = bbs::read_board(*s.cache, ctx.data, board_lock, board);  // 3. read
   auto it = std::find_if(state.items.begin(), state.items.end(),
                          [&](const Post& p) { return p.id == id; });
   if (it == state.items.end()) throw HttpError(404, "There is no post " + std::to_string(id) + ".");
   if (it->password_hash.empty() || !util::verify_password(password, it->password_hash)) {
     throw HttpError(403, "The delete password does not match.");
   }
-  state.items.erase(it);                                                        // 4. modify
-  bbs::replace_posts(ctx.data, board_lock, board, state.items, state.last_id);  // 5. write
+  std::vector<Post> kept(state.items.begin(), it);  // 4. modify
+  kept.insert(kept.end(), it + 1, state.items.end());
+  bbs::replace_posts(ctx.data, board_lock, board, kept, state.last_id);  // 5. write
   return Response::redirect("/bbs/" + board + "/");
 }
 
@@ -221,7 +223,7 @@ Response posts_json(const Settings& s, Request& req, Context& ctx) {
   const auto limit = static_cast<size_t>(int_arg(req.arg("limit"), 100, 1, 1000));
 
   auto guard = ctx.locks.shared(bbs::board_lock_name(board));
-  BoardState state = bbs::read_board(ctx.data, guard, board, s.keep);
+  BoardState state = bbs::read_board(*s.cache, ctx.data, guard, board);
 
   // Ascending ids: the first `limit` posts after `since`, or the newest `limit` without it.
   auto begin = state.items.begin();
@@ -264,6 +266,7 @@ void mount_bbs(App& app) {
   const Config& conf = app.conf();
   s->boards = conf.get_strings("bbs.boards");
   s->keep = static_cast<size_t>(conf.get_int("bbs.keep"));
+  s->cache = bbs::make_board_cache(s->keep);
   s->page_size = static_cast<size_t>(conf.get_int("bbs.page_size"));
   s->flood_interval_s = conf.get_int("bbs.flood_interval_s");
   s->limits = bbs::InputLimits::from(conf);

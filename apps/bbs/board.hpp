@@ -3,6 +3,8 @@
 // "bbs/board/<name>".
 #pragma once
 
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,13 +20,20 @@ inline std::string board_log_path(std::string_view board) {
   return "bbs/boards/" + std::string(board) + ".log";
 }
 
-// items: the posts, oldest first, at most bbs.keep; last_id: the highest id ever given.
+// items: the posts, oldest first, at most bbs.keep, valid while the board's lock is held;
+// last_id: the highest id ever given.
 using BoardState = NumberedLog<Post>;
+// This process's decoded boards (one per app: bbs.keep posts each).
+using BoardCache = NumberedLogCache<Post>;
+
+inline std::unique_ptr<BoardCache> make_board_cache(size_t keep) {
+  return std::make_unique<BoardCache>(keep, &decode);
+}
 
 // Reads the board under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
-inline BoardState read_board(const store::DataDir& data, const lock::Guard& guard,
-                             std::string_view board, size_t keep) {
-  return read_numbered<Post>(data, guard, board_log_path(board), keep, &decode);
+inline BoardState read_board(BoardCache& cache, const store::DataDir& data,
+                             const lock::Guard& guard, std::string_view board) {
+  return cache.read(data, guard, board_log_path(board));
 }
 
 // Appends `post` (its id must be state.last_id + 1); compacts beyond twice `keep`.
@@ -36,7 +45,7 @@ inline void add_post(store::DataDir& data, const lock::ExclusiveGuard& guard,
 
 // Rewrites the board with `posts` (after a delete), keeping last_id.
 inline void replace_posts(store::DataDir& data, const lock::ExclusiveGuard& guard,
-                          std::string_view board, const std::vector<Post>& posts, int64_t last_id) {
+                          std::string_view board, std::span<const Post> posts, int64_t last_id) {
   replace_numbered(data, guard, board_log_path(board), posts, last_id);
 }
 

@@ -66,6 +66,7 @@ struct Chat {
   App& app;
   std::vector<std::string> rooms;
   size_t keep = 200;
+  std::unique_ptr<chat::RoomCache> cache;  // made once chat.keep is known
   ParkingLot lot;
   std::unique_ptr<chat::RoomWatcher> watcher;  // null when inotify is unavailable (logged)
 };
@@ -140,19 +141,22 @@ Response show(const Chat& c, Request& req, Context& ctx) {
   dict.set("ROOM", room);
   {
     auto guard = ctx.locks.shared(chat::room_lock_name(room));  // readers share
-    RoomState state = chat::read_room(ctx.data, guard, room, c.keep);
-    guard.release();  // everything below works on our copy
-    dict.set("LAST", state.last_id);
-    const size_t first = state.items.size() - std::min(state.items.size(), kPageMessages);
-    for (size_t i = first; i < state.items.size(); ++i) {
-      const Message& m = state.items[i];
+    RoomState state = chat::read_room(*c.cache, ctx.data, guard, room);
+    // Keep what the page shows, then let go of the room: everything below works on our copy.
+    const std::vector<Message> page(state.items.end() - static_cast<std::ptrdiff_t>(std::min(
+                                                            state.items.size(), kPageMessages)),
+                                    state.items.end());
+    const int64_t last_id = state.last_id;
+    guard.release();
+    dict.set("LAST", last_id);
+    for (const Message& m : page) {
       view::Dict row = dict.add_section("MESSAGE");
       row.set("ID", m.id);
       row.set("TIME", format_utc(m.time, kTimeFormat));
       row.set("NAME", m.name);
       row.set("TEXT", m.text);
     }
-    if (state.items.empty()) dict.show_section("EMPTY");
+    if (page.empty()) dict.show_section("EMPTY");
   }
   {
     auto who = ctx.locks.shared(chat::who_lock_name(room));
@@ -220,19 +224,24 @@ Response say(Chat& c, Request& req, Context& ctx) {
     //    derived from what we read under the same lock we write under.
     auto room_lock = ctx.locks.exclusive(chat::room_lock_name(room));
     // 3. READ.
-    RoomState state = chat::read_room(ctx.data, room_lock, room, c.keep);
+    RoomState state = chat::read_room(*c.cache, ctx.data, room_lock, room);
     // 4. MODIFY in memory.
     Message m{.id = state.last_id + 1, .time = now, .name = in.name, .text = std::move(in.text)};
     id = m.id;
     // 5. WRITE: an atomic, fenced append (refused if our lock was lost meanwhile).
     chat::add_message(ctx.data, room_lock, room, state, m, c.keep);
-    recent = std::move(state.items);
-    recent.push_back(std::move(m));
+    // Pollers of this process parked on the room get the news below, after the unlock:
+    // copy it while the room is still ours. (A poller parks under the shared lock, so none
+    // can park between this check and our unlock without reading our message first.)
+    if (c.lot.has_waiters(room)) {
+      recent.assign(state.items.begin(), state.items.end());
+      recent.push_back(std::move(m));
+    }
   }  // 6. UNLOCKED here: the writer held the room only for one read and one append.
 
   // Wake this process's waiters ourselves, with no lock held: we know every message up to
   // `id`. Other processes are woken by their watchers (the append changed the room's log).
-  c.lot.deliver(room, recent, id);
+  if (!recent.empty()) c.lot.deliver(room, recent, id);
   note_presence(ctx, room, in.name, now);
 
   if (wants_html(req, in)) {
@@ -257,7 +266,7 @@ Response messages(Chat& c, Request& req, Context& ctx) {
 
   // LOCK shared: any number of pollers read the room at once; only a writer excludes them.
   auto guard = ctx.locks.shared(chat::room_lock_name(room));
-  RoomState state = chat::read_room(ctx.data, guard, room, c.keep);
+  RoomState state = chat::read_room(*c.cache, ctx.data, guard, room);
 
   // News, no wish to wait, or a client ahead of the room (it then resyncs to `last`):
   // answer now.
@@ -325,13 +334,16 @@ void refresh(Chat& c, const std::string& room) {
                                                       .method = "WATCH",
                                                       .path = "/chat/" + room + "/",
                                                       .client_address = ""});
-  RoomState state;
+  std::vector<Message> recent;
+  int64_t last_id = 0;
   {
     auto guard = locks->shared(chat::room_lock_name(room));
-    state = chat::read_room(c.app.data(), guard, room, c.keep);
+    RoomState state = chat::read_room(*c.cache, c.app.data(), guard, room);
+    recent.assign(state.items.begin(), state.items.end());  // ours once the lock goes
+    last_id = state.last_id;
   }
   locks->end_request();
-  c.lot.deliver(room, state.items, state.last_id);  // no lock held while answering
+  c.lot.deliver(room, recent, last_id);  // no lock held while answering
 }
 
 }  // namespace
@@ -341,6 +353,7 @@ void mount_chat(App& app) {
   const Config& conf = app.conf();
   c->rooms = conf.get_strings("chat.rooms");
   c->keep = static_cast<size_t>(conf.get_int("chat.keep"));
+  c->cache = chat::make_room_cache(c->keep);
   for (const auto& room : c->rooms) {
     bool ok = !room.empty() && room.size() <= 32;
     for (char ch : room) {

@@ -27,7 +27,7 @@ std::optional<Message> decode(std::string_view record) {
       .id = *id, .time = *time, .name = std::move((*fields)[3]), .text = std::move((*fields)[4])};
 }
 
-std::vector<Message> newer_than(const std::vector<Message>& messages, int64_t since) {
+std::vector<Message> newer_than(std::span<const Message> messages, int64_t since) {
   auto first = std::upper_bound(messages.begin(), messages.end(), since,
                                 [](int64_t id, const Message& m) { return id < m.id; });
   return {first, messages.end()};

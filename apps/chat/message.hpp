@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +28,7 @@ std::string encode(const Message& message);
 std::optional<Message> decode(std::string_view record);
 
 // The messages newer than `since`, in id order. `messages` must be in ascending id order.
-std::vector<Message> newer_than(const std::vector<Message>& messages, int64_t since);
+std::vector<Message> newer_than(std::span<const Message> messages, int64_t since);
 
 // {"messages":[{"id":..,"name":..,"text":..,"time":..},...],"last":L}: the body of
 // GET /chat/{room}/messages. `time` is unix seconds.

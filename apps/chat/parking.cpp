@@ -24,8 +24,7 @@ ParkingLot::Waiter ParkingLot::take_locked(uint64_t ticket) {
   return w;
 }
 
-size_t ParkingLot::deliver(std::string_view room, const std::vector<Message>& messages,
-                           int64_t last) {
+size_t ParkingLot::deliver(std::string_view room, std::span<const Message> messages, int64_t last) {
   std::vector<Waiter> due;
   {
     std::lock_guard lock(mu_);

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -63,7 +64,7 @@ class ParkingLot {
   // Answers every waiter of `room` whose `since` is below `last` with the messages newer
   // than its `since` (`messages`: the room's recent messages in ascending id order). Returns
   // how many were answered.
-  size_t deliver(std::string_view room, const std::vector<Message>& messages, int64_t last);
+  size_t deliver(std::string_view room, std::span<const Message> messages, int64_t last);
 
   // Answers every waiter whose deadline is at or before `now` with no messages.
   size_t expire(Clock::time_point now);

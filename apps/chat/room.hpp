@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,13 +29,20 @@ std::string who_path(std::string_view room);
 // The folder holding every room log (inside data.dir): the watcher's inotify target.
 inline constexpr std::string_view kRoomsFolder = "chat/rooms";
 
-// items: the messages, oldest first, at most chat.keep; last_id: the highest id ever given.
+// items: the messages, oldest first, at most chat.keep, valid while the room's lock is held;
+// last_id: the highest id ever given.
 using RoomState = NumberedLog<Message>;
+// This process's decoded rooms (one per app: chat.keep messages each).
+using RoomCache = NumberedLogCache<Message>;
+
+inline std::unique_ptr<RoomCache> make_room_cache(size_t keep) {
+  return std::make_unique<RoomCache>(keep, &decode);
+}
 
 // Reads the room under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
-inline RoomState read_room(const store::DataDir& data, const lock::Guard& guard,
-                           std::string_view room, size_t keep) {
-  return read_numbered<Message>(data, guard, room_log_path(room), keep, &decode);
+inline RoomState read_room(RoomCache& cache, const store::DataDir& data, const lock::Guard& guard,
+                           std::string_view room) {
+  return cache.read(data, guard, room_log_path(room));
 }
 
 // Appends `message` (its id must be state.last_id + 1), compacting as described above.

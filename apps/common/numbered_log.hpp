@@ -1,10 +1,16 @@
 // apps/common/numbered_log.hpp — items with increasing ids (posts, chat messages) kept in one
-// append-only log under data.dir, with bounded retention.
+// append-only log under data.dir, with bounded retention, and a per-process decoded copy of
+// each log kept current as the log grows.
 //
 // Adding an item appends one record: no rewrite per item, and a crash mid-append leaves a
 // torn tail the log drops. When the log holds more than twice `keep` records it is rewritten
 // atomically with the newest `keep` items, behind a first record holding the highest id ever
 // given, so ids are never reused (a client reading "since id N" never misses or repeats one).
+//
+// Reading goes through a NumberedLogCache: it remembers the items it decoded and where it
+// stopped in the file (store::LogCursor), so a read decodes only the records appended since
+// (by any process). A replaced log (a compaction or a delete, by any process) is read again
+// from the start.
 //
 // Item needs `int64_t id` and `std::string encode(const Item&)` (found by argument-dependent
 // lookup); readers pass the record decoder.
@@ -12,10 +18,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <iterator>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/fields.hpp"
@@ -24,49 +33,141 @@
 
 namespace kagi::apps {
 
+// A log as read under a guard. `items` points into the cache: it is valid while the guard it
+// was read under is held (the cached copy changes only when the file does, and nobody can
+// change the file while we hold its lock). Copy what you keep past the guard.
 template <typename Item>
 struct NumberedLog {
-  std::vector<Item> items;  // oldest first; at most `keep`
-  int64_t last_id = 0;      // highest id ever given
-  size_t records = 0;       // records in the log (decides when to compact)
+  std::span<const Item> items;        // oldest first; at most `keep`
+  int64_t last_id = 0;                // highest id ever given
+  size_t records = 0;                 // records in the log (decides when to compact)
+  std::shared_ptr<const void> owner;  // keeps `items` alive
 };
 
 namespace detail {
 inline constexpr std::string_view kHighWaterTag = "meta1";
 }
 
-// Reads the log under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
 template <typename Item>
-NumberedLog<Item> read_numbered(const store::DataDir& data, const lock::Guard& guard,
-                                std::string_view path, size_t keep,
-                                std::optional<Item> (*decode)(std::string_view)) {
-  NumberedLog<Item> log;
-  std::vector<std::string> records = data.read_log(guard, path).value();
-  log.records = records.size();
-  // Ids grow in log order, so only the newest `keep` items need decoding: walk back from the
-  // end. High-water records (written first by a rewrite) carry the highest id ever given.
-  std::vector<Item> newest_first;
-  for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    if (it->starts_with(detail::kHighWaterTag)) {
-      if (auto fields = split_fields(*it, 2)) {
-        log.last_id = std::max(log.last_id, parse_int((*fields)[1]).value_or(0));
-      }
-    } else if (newest_first.size() < keep) {
-      if (auto item = decode(*it)) {
-        log.last_id = std::max(log.last_id, item->id);
-        newest_first.push_back(std::move(*item));
+class NumberedLogCache {
+ public:
+  using Decode = std::optional<Item> (*)(std::string_view);
+
+  NumberedLogCache(size_t keep, Decode decode)
+      : keep_(std::max<size_t>(keep, 1)), decode_(decode) {}
+  NumberedLogCache(const NumberedLogCache&) = delete;
+  NumberedLogCache& operator=(const NumberedLogCache&) = delete;
+
+  size_t keep() const { return keep_; }
+
+  // Reads the log at `path` under `guard` (shared or exclusive). Throws store::StoreError on
+  // I/O errors.
+  NumberedLog<Item> read(const store::DataDir& data, const lock::Guard& guard,
+                         std::string_view path) {
+    std::shared_ptr<Entry> entry = entry_for(path, guard.name());
+    if (!entry) {
+      // An unusual caller (another lock than this file's usual one, or a flood of paths):
+      // a private copy, read in full, that nobody else touches.
+      entry = std::make_shared<Entry>();
+      entry->lock = guard.name();
+    }
+    std::lock_guard lock(entry->mu);
+    store::LogCursor cursor = entry->cursor;
+    store::LogTail tail = data.read_log_since(guard, path, cursor).value();
+    apply(*entry, tail);
+    entry->cursor = cursor;
+    NumberedLog<Item> log;
+    const size_t shown = std::min(entry->items.size(), keep_);
+    log.items = std::span<const Item>(entry->items).last(shown);
+    log.last_id = entry->last_id;
+    log.records = entry->records;
+    log.owner = entry;
+    return log;
+  }
+
+ private:
+  struct Entry {
+    std::mutex mu;
+    std::string lock;  // the lock this path is read under
+    store::LogCursor cursor;
+    // Oldest first. Up to 2 × keep, trimmed to keep when full, so that dropping the oldest
+    // item is not a shift of the whole vector per append; readers see the newest `keep`.
+    std::vector<Item> items;
+    int64_t last_id = 0;
+    size_t records = 0;
+  };
+  static constexpr size_t kMaxEntries = 1024;
+
+  std::shared_ptr<Entry> entry_for(std::string_view path, const std::string& lock_name) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(std::string(path));
+    if (it == entries_.end()) {
+      if (entries_.size() >= kMaxEntries) return nullptr;
+      auto entry = std::make_shared<Entry>();
+      entry->lock = lock_name;
+      it = entries_.emplace(std::string(path), std::move(entry)).first;
+    }
+    // The cached copy is shared only between holders of the file's one lock.
+    if (it->second->lock != lock_name) return nullptr;
+    return it->second;
+  }
+
+  void apply(Entry& e, const store::LogTail& tail) const {
+    if (tail.restarted) {
+      e.items.clear();
+      e.last_id = 0;
+      e.records = 0;
+      decode_newest(e, tail.records);
+      return;
+    }
+    e.records += tail.records.size();
+    for (const std::string& record : tail.records) {
+      if (record.starts_with(detail::kHighWaterTag)) {
+        note_high_water(e, record);
+      } else if (auto item = decode_(record)) {
+        e.last_id = std::max(e.last_id, item->id);
+        e.items.push_back(std::move(*item));
       }
     }
+    if (e.items.size() >= 2 * keep_) {
+      e.items.erase(e.items.begin(), e.items.end() - static_cast<std::ptrdiff_t>(keep_));
+    }
   }
-  log.items.assign(std::make_move_iterator(newest_first.rbegin()),
+
+  // A whole log: ids grow in log order, so only the newest `keep` items need decoding.
+  void decode_newest(Entry& e, const std::vector<std::string>& records) const {
+    e.records = records.size();
+    std::vector<Item> newest_first;
+    for (auto it = records.rbegin(); it != records.rend(); ++it) {
+      if (it->starts_with(detail::kHighWaterTag)) {
+        note_high_water(e, *it);
+      } else if (newest_first.size() < keep_) {
+        if (auto item = decode_(*it)) {
+          e.last_id = std::max(e.last_id, item->id);
+          newest_first.push_back(std::move(*item));
+        }
+      }
+    }
+    e.items.assign(std::make_move_iterator(newest_first.rbegin()),
                    std::make_move_iterator(newest_first.rend()));
-  return log;
-}
+  }
+
+  static void note_high_water(Entry& e, std::string_view record) {
+    if (auto fields = split_fields(record, 2)) {
+      e.last_id = std::max(e.last_id, parse_int((*fields)[1]).value_or(0));
+    }
+  }
+
+  const size_t keep_;
+  const Decode decode_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;  // guarded by mu_
+};
 
 // Rewrites the log with `items`, keeping `last_id` (after a delete, or to compact).
 template <typename Item>
 void replace_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard,
-                      std::string_view path, const std::vector<Item>& items, int64_t last_id) {
+                      std::string_view path, std::span<const Item> items, int64_t last_id) {
   std::vector<std::string> records;
   records.reserve(items.size() + 1);
   records.push_back(join_fields({detail::kHighWaterTag, std::to_string(last_id)}));
@@ -74,7 +175,8 @@ void replace_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard,
   data.rewrite_log(guard, path, records).check();
 }
 
-// Adds `item` (its id must be log.last_id + 1), compacting as described above.
+// Adds `item` (its id must be log.last_id + 1), compacting as described above. `log` was
+// read under `guard`.
 template <typename Item>
 void add_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard, std::string_view path,
                   const NumberedLog<Item>& log, const Item& item, size_t keep) {
@@ -83,9 +185,9 @@ void add_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard, std::
     return;
   }
   const size_t old = std::min(log.items.size(), keep - 1);
-  std::vector<Item> items(log.items.end() - static_cast<long>(old), log.items.end());
+  std::vector<Item> items(log.items.end() - static_cast<std::ptrdiff_t>(old), log.items.end());
   items.push_back(item);
-  replace_numbered(data, guard, path, items, item.id);
+  replace_numbered(data, guard, path, std::span<const Item>(items), item.id);
 }
 
 }  // namespace kagi::apps
