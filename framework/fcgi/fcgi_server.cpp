@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -32,8 +31,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long the poller sleeps at most between looks at its state, and how long it stops
-// accepting after the process ran out of file descriptors.
+// How long a worker waits at most between looks at the shared state, and how long the
+// process stops accepting after it ran out of file descriptors.
 constexpr auto kPollTick = std::chrono::milliseconds(500);
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
@@ -42,7 +41,7 @@ constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 // state (ipcFd, keepConnection) in it between requests.
 class Conn {
  public:
-  explicit Conn(int fd) {
+  Conn(int fd, uint64_t id) : id_(id) {
     FCGX_InitRequest(&req_, -1, 0);
     // With ipcFd set, FCGX_Accept_r reads the next request from this connection instead of
     // accepting; keepConnection stops its leading FCGX_Finish_r from closing it. The listen
@@ -60,17 +59,28 @@ class Conn {
 
   FCGX_Request& req() { return req_; }
   int fd() const { return req_.ipcFd; }
+  // Names the connection in epoll: never reused, unlike descriptor numbers, so an event
+  // that arrives for a connection closed meanwhile cannot be taken for a newer one.
+  uint64_t id() const { return id_; }
+  // Set when a stop found a request already waiting in it: counted in flight from then on.
+  bool counted_at_stop = false;
 
  private:
   FCGX_Request req_;
+  const uint64_t id_;
 };
 
 std::once_flag fcgx_init_once;
 
+// epoll ids of the two descriptors that are not connections.
+constexpr uint64_t kWakeId = 0;
+constexpr uint64_t kListenId = 1;
+constexpr uint64_t kFirstConnId = 2;
+
 }  // namespace
 
-// The state shared by the poller, the workers and every exchange; exchanges hold it by
-// shared_ptr so a parked response completed after the server is gone stays safe.
+// The state shared by the workers and every exchange; exchanges hold it by shared_ptr so a
+// parked response completed after the server is gone stays safe.
 class Core : public std::enable_shared_from_this<Core> {
  public:
   Core(App& app, FcgiOptions options, ListenSocket listen);
@@ -81,16 +91,17 @@ class Core : public std::enable_shared_from_this<Core> {
   void run();
   void stop();
   // An exchange is over: `conn` (null, or closed by libfcgi, or open for the next request)
-  // goes back to the poller or is closed.
+  // is armed again for its next request, or closed.
   void finish(std::unique_ptr<Conn> conn);
 
  private:
-  void poll_loop();
-  void accept_all();
   void worker_loop();
+  void on_listen_ready();
+  void close_idle_without_request();
+  bool accept_all_locked();
   void serve(std::unique_ptr<Conn> conn);
-  void wake();
-  void epoll_add(int fd);
+  // (Re-)arms `id` for one readiness event (EPOLLONESHOT): exactly one worker gets it.
+  bool arm(int op, int fd, uint64_t id, uint32_t events);
 
   App& app_;
   const FcgiOptions options_;
@@ -98,20 +109,21 @@ class Core : public std::enable_shared_from_this<Core> {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
 
-  // Touched by the poller thread only.
-  std::unordered_map<int, std::unique_ptr<Conn>> idle_;
-  bool listening_ = false;
-  Clock::time_point accept_resume_{};
-
   std::mutex mu_;
-  std::condition_variable work_cv_;              // queue_ got work or quit_workers_ was set
-  std::condition_variable done_cv_;              // in_flight_ or live_workers_ went down
-  std::deque<std::unique_ptr<Conn>> queue_;      // guarded by mu_: readable, for workers
-  std::vector<std::unique_ptr<Conn>> returned_;  // guarded by mu_: back from workers
-  size_t in_flight_ = 0;                         // guarded by mu_: queued + being served + parked
-  bool stopping_ = false;                        // guarded by mu_
-  bool quit_workers_ = false;                    // guarded by mu_
-  int live_workers_ = 0;                         // guarded by mu_
+  std::condition_variable stop_cv_;  // stopping_ was set
+  // During a stop: in_flight_ or live_workers_ went down (not signalled before: a wake-up per
+  // request for nobody).
+  std::condition_variable done_cv_;
+  // Connections waiting (armed in epoll) for their next request, by id. A worker that gets
+  // one's event takes it out; finish() puts it back before re-arming it.
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> idle_;  // guarded by mu_
+  uint64_t next_id_ = kFirstConnId;                           // guarded by mu_
+  bool listening_ = false;                                    // guarded by mu_
+  Clock::time_point accept_resume_{};                         // guarded by mu_
+  size_t in_flight_ = 0;       // guarded by mu_: requests being served or parked
+  bool stopping_ = false;      // guarded by mu_
+  bool quit_workers_ = false;  // guarded by mu_
+  int live_workers_ = 0;       // guarded by mu_
 };
 
 namespace {
@@ -196,8 +208,9 @@ Core::Core(App& app, FcgiOptions options, ListenSocket listen)
     throw std::runtime_error(std::string("FastCGI: cannot create epoll/eventfd: ") +
                              std::strerror(errno));
   }
-  epoll_add(wake_fd_);
-  epoll_add(listen_.fd());
+  // Level-triggered and never read: once written (at the very end) it wakes every worker.
+  arm(EPOLL_CTL_ADD, wake_fd_, kWakeId, EPOLLIN);
+  arm(EPOLL_CTL_ADD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
   listening_ = true;
 }
 
@@ -207,18 +220,15 @@ Core::~Core() {
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
-void Core::epoll_add(int fd) {
+bool Core::arm(int op, int fd, uint64_t id, uint32_t events) {
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.fd = fd;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    util::log_error("fcgi: epoll_ctl ADD fd " + std::to_string(fd) + ": " + std::strerror(errno));
+  ev.events = events;
+  ev.data.u64 = id;
+  if (epoll_ctl(epoll_fd_, op, fd, &ev) != 0) {
+    util::log_error("fcgi: epoll_ctl fd " + std::to_string(fd) + ": " + std::strerror(errno));
+    return false;
   }
-}
-
-void Core::wake() {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  return true;
 }
 
 void Core::stop() {
@@ -226,21 +236,63 @@ void Core::stop() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  wake();
+  stop_cv_.notify_all();
 }
 
 void Core::finish(std::unique_ptr<Conn> conn) {
-  bool keep = conn && conn->fd() >= 0;
+  bool stopping = false;
   {
     std::lock_guard lock(mu_);
-    if (keep && !stopping_) {
-      returned_.push_back(std::move(conn));
+    stopping = stopping_;
+    if (conn && conn->fd() >= 0 && !stopping_) {
+      // Into idle_ before it is armed, so the worker that gets its next event finds it;
+      // armed under mu_, so a stop cannot close it in between.
+      const uint64_t id = conn->id();
+      const int fd = conn->fd();
+      idle_.emplace(id, std::move(conn));
+      if (!arm(EPOLL_CTL_MOD, fd, id, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)) {
+        conn = std::move(idle_[id]);  // cannot be watched: closed rather than leaked
+        idle_.erase(id);
+      }
     }
     --in_flight_;
   }
   conn.reset();  // closes it when it was not kept (stopping, or libfcgi closed it)
-  if (keep) wake();
-  done_cv_.notify_all();
+  if (stopping) done_cv_.notify_all();
+}
+
+// The stop, part one: no new connections, and idle connections closed, except those with a
+// request already waiting in them (sent before the stop; a worker is just not free yet):
+// they are served like the requests in flight. (A request that arrives in the instant
+// after this look finds its connection closed; nginx retries it elsewhere if it may.)
+void Core::close_idle_without_request() {
+  std::unique_lock lock(mu_);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_.fd(), nullptr);
+  // Connections the kernel accepted before the stop may carry requests already: take them
+  // in, to be served or closed below like the others.
+  if (listening_) accept_all_locked();
+  listen_.close();  // under mu_: no worker is accepting on it
+  listening_ = false;
+  std::vector<pollfd> probe;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, conn] : idle_) {
+    probe.push_back(pollfd{conn->fd(), POLLIN, 0});
+    ids.push_back(id);
+  }
+  ::poll(probe.data(), probe.size(), 0);
+  std::vector<std::unique_ptr<Conn>> closing;
+  for (size_t i = 0; i < probe.size(); ++i) {
+    auto it = idle_.find(ids[i]);
+    if ((probe[i].revents & POLLIN) != 0 && (probe[i].revents & (POLLHUP | POLLERR)) == 0) {
+      it->second->counted_at_stop = true;
+      ++in_flight_;
+      continue;
+    }
+    closing.push_back(std::move(it->second));
+    idle_.erase(it);
+  }
+  lock.unlock();
+  closing.clear();
 }
 
 void Core::run() {
@@ -251,16 +303,24 @@ void Core::run() {
   }
   for (int i = 0; i < options_.threads; ++i) workers.emplace_back([this] { worker_loop(); });
 
-  poll_loop();  // returns once stop() was called; nothing new is accepted after this
-
-  const auto deadline = Clock::now() + options_.shutdown_timeout;
   std::unique_lock lock(mu_);
+  stop_cv_.wait(lock, [&] { return stopping_; });
+  lock.unlock();
+  // Stop accepting: new connections now fail fast and the web server tries another
+  // upstream (the other process, or its next server); idle connections are closed, which
+  // nginx treats as a stale keepalive connection and retries.
+  close_idle_without_request();
+  lock.lock();
+  const auto deadline = Clock::now() + options_.shutdown_timeout;
   if (!done_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; })) {
     util::log_warn("fcgi: shutdown timeout: " + std::to_string(in_flight_) +
                    " request(s) still running; leaving them");
   }
   quit_workers_ = true;
-  work_cv_.notify_all();
+  lock.unlock();
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  lock.lock();
   // Workers still inside a handler after the deadline get a short grace; then they are
   // left to the process exit rather than holding the shutdown forever.
   bool joined = done_cv_.wait_until(lock, std::max(deadline, Clock::now()) + kPollTick,
@@ -275,76 +335,76 @@ void Core::run() {
   }
 }
 
-void Core::poll_loop() {
-  epoll_event events[64];
-  bool stopping = false;
-  while (!stopping) {
-    if (!listening_ && Clock::now() >= accept_resume_) {
-      epoll_add(listen_.fd());
-      listening_ = true;
-    }
-    int timeout_ms = static_cast<int>(kPollTick.count());
-    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+// Every worker waits on the one epoll set and takes one event at a time: a connection with
+// a request is served by the worker that woke, with no hand-off to another thread, and the
+// one-shot arming means no two workers ever get the same connection.
+void Core::worker_loop() {
+  for (;;) {
+    epoll_event ev{};
+    const int n = epoll_wait(epoll_fd_, &ev, 1, static_cast<int>(kPollTick.count()));
     if (n < 0 && errno != EINTR) {
       util::log_error(std::string("fcgi: epoll_wait: ") + std::strerror(errno));
       std::this_thread::sleep_for(kAcceptBackoff);
     }
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == wake_fd_) {
-        uint64_t count;
-        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &count, sizeof count);
-      } else if (fd == listen_.fd()) {
-        accept_all();
-      } else if (auto it = idle_.find(fd); it != idle_.end()) {
-        std::unique_ptr<Conn> conn = std::move(it->second);
-        idle_.erase(it);
-        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-        if ((events[i].events & EPOLLIN) == 0) continue;  // hangup, no data: closed here
-        // Readable: a request (or the EOF of a closing peer, which libfcgi notices and
-        // closes) is waiting. Hand it to a worker.
-        {
-          std::lock_guard lock(mu_);
-          ++in_flight_;
-          queue_.push_back(std::move(conn));
-        }
-        work_cv_.notify_one();
-      }
-    }
-    std::vector<std::unique_ptr<Conn>> back;
+    std::unique_ptr<Conn> conn;
     {
       std::lock_guard lock(mu_);
-      back.swap(returned_);
-      stopping = stopping_;
+      if (quit_workers_) break;
+      if (!listening_ && !stopping_ && Clock::now() >= accept_resume_) {
+        listening_ = true;
+        arm(EPOLL_CTL_MOD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
+      }
+      if (n == 1 && ev.data.u64 >= kFirstConnId) {
+        auto it = idle_.find(ev.data.u64);
+        if (it != idle_.end()) {  // else closed by a stop meanwhile
+          conn = std::move(it->second);
+          idle_.erase(it);
+          if (!conn->counted_at_stop) ++in_flight_;
+        }
+      }
     }
-    for (auto& conn : back) {
-      if (stopping) continue;  // closed when `back` goes out of scope
-      int fd = conn->fd();
-      idle_.emplace(fd, std::move(conn));
-      epoll_add(fd);
+    if (n == 1 && ev.data.u64 == kListenId) on_listen_ready();
+    if (!conn) continue;
+    if ((ev.events & EPOLLIN) == 0) {
+      // Hangup without data: the web server closed an idle connection.
+      conn.reset();
+      finish(nullptr);
+      continue;
     }
+    // Readable: a request (or the EOF of a closing peer, which libfcgi notices and closes).
+    serve(std::move(conn));
   }
-  // Stop accepting: new connections now fail fast and the web server tries another
-  // upstream (the other process, or its next server); idle connections are closed, which
-  // nginx treats as a stale keepalive connection and retries.
-  listen_.close();
-  idle_.clear();
+  {
+    std::lock_guard lock(mu_);
+    --live_workers_;
+  }
+  done_cv_.notify_all();
 }
 
-void Core::accept_all() {
+// Accepts under mu_: run() closes the listening socket under mu_ when it stops, so never
+// while a worker accepts on it. Accepts are rare (the web server keeps its connections).
+void Core::on_listen_ready() {
+  std::lock_guard lock(mu_);
+  if (!stopping_ && accept_all_locked()) {
+    arm(EPOLL_CTL_MOD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
+  }
+}
+
+// Accepts every connection waiting on the listening socket into idle_, armed. Returns true
+// when the backlog is empty (false: accepting is paused).
+bool Core::accept_all_locked() {
   for (;;) {
     int fd = ::accept4(listen_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       util::log_error(std::string("fcgi: accept on ") + listen_.description() + ": " +
                       std::strerror(errno) + "; pausing accepts");
-      // Out of descriptors (EMFILE/ENFILE) or similar: stop polling the socket for a moment
-      // instead of spinning on it.
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_.fd(), nullptr);
+      // Out of descriptors (EMFILE/ENFILE) or similar: leave the socket disarmed for a moment
+      // instead of spinning on it; a worker re-arms it after the backoff.
       listening_ = false;
       accept_resume_ = Clock::now() + kAcceptBackoff;
-      return;
+      return false;
     }
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -354,28 +414,10 @@ void Core::accept_all() {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
-    idle_.emplace(fd, std::make_unique<Conn>(fd));
-    epoll_add(fd);
+    const uint64_t id = next_id_++;
+    idle_.emplace(id, std::make_unique<Conn>(fd, id));
+    if (!arm(EPOLL_CTL_ADD, fd, id, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)) idle_.erase(id);
   }
-}
-
-void Core::worker_loop() {
-  for (;;) {
-    std::unique_ptr<Conn> conn;
-    {
-      std::unique_lock lock(mu_);
-      while (queue_.empty() && !quit_workers_) work_cv_.wait_for(lock, kPollTick);
-      if (queue_.empty()) break;  // quit_workers_ and nothing left
-      conn = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    serve(std::move(conn));
-  }
-  {
-    std::lock_guard lock(mu_);
-    --live_workers_;
-  }
-  done_cv_.notify_all();
 }
 
 void Core::serve(std::unique_ptr<Conn> conn) {

@@ -4,15 +4,17 @@
 //   std::thread stopper([&] { wait_for_sigterm(); server.stop(); });
 //   server.run();   // returns after stop() once in-flight requests are done
 //
-// One poller thread owns the listening socket and every idle connection (epoll). A
-// connection that becomes readable is handed to one of `threads` workers, which runs libfcgi
-// on it for exactly one request and then gives the still-open connection back to the
-// poller. So idle connections kept open by the web server (nginx `fastcgi_keep_conn on` +
-// upstream `keepalive`, Apache `enablereuse=on`) never pin a worker: the classic
-// FCGX_Accept_r loop blocks a thread on its kept connection while new connections wait.
+// The listening socket and every idle connection sit in one epoll set, each armed for a
+// single event (EPOLLONESHOT). The `threads` workers all wait on that set; the worker that
+// gets a connection's event runs libfcgi on it for exactly one request, writes the answer and
+// re-arms the still-open connection. So idle connections kept open by the web server (nginx
+// `fastcgi_keep_conn on` + upstream `keepalive`, Apache `enablereuse=on`) never pin a worker
+// (the classic FCGX_Accept_r loop blocks a thread on its kept connection while new
+// connections wait), and a request costs no hand-off between threads: one epoll_wait, the
+// reads and the write, and one epoll_ctl to re-arm.
 //
 // A parked request (Responder::send called later, from another thread) holds its connection
-// but no worker; the connection goes back to the poller once the response is written.
+// but no worker; the connection is re-armed once the response is written.
 //
 // The process ignores SIGPIPE from construction on: libfcgi writes with write(2), and a web
 // server that closes the connection mid-response must end that request, not the process.

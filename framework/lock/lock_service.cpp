@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "util/process.hpp"
+
 namespace kagi::lock {
 
 std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
@@ -25,7 +27,8 @@ std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
   return std::unique_ptr<LockService>(new LockService(options));
 }
 
-LockService::LockService(const LockOptions& options) : options_(options), pid_(::getpid()) {
+LockService::LockService(const LockOptions& options)
+    : options_(options), pid_(util::current_pid()) {
   if (options_.registry) {
     std::error_code ec;
     registry_ = Registry::create(options_.dir, options_.registry_slots, ec);
@@ -40,7 +43,7 @@ LockService::LockService(const LockOptions& options) : options_(options), pid_(:
 LockService::~LockService() = default;
 
 std::unique_ptr<LockContext> LockService::context(HolderInfo who) {
-  if (::getpid() != pid_) {
+  if (util::current_pid() != pid_) {  // no system call: cached, refreshed at fork
     throw std::logic_error(
         "LockService used in a child process: create the LockService after fork()");
   }

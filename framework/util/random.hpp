@@ -1,5 +1,6 @@
 // util/random.hpp — unpredictable tokens from the kernel's CSPRNG (getrandom(2)), for CSRF
-// tokens, request ids and password salts.
+// tokens, request ids and password salts. Each thread fetches 512 bytes at a time and hands
+// every byte out once; a child process after fork() never reuses its parent's bytes.
 #pragma once
 
 #include <cstddef>
