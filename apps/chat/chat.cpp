@@ -285,6 +285,7 @@ Response messages(Chat& c, Request& req, Context& ctx) {
       .complete =
           [later](std::string json) { return later.complete(poll_answer(std::move(json))); },
       .gone = [later] { return later.client_gone(); }});
+  c.watcher->watch();  // before the shared lock goes (see watcher.hpp)
   if (earliest) c.watcher->wake();
   return Response();  // ignored: the lot answers later
 }  // the shared lock is released here; the parked request holds nothing but its lot entry

@@ -39,10 +39,12 @@ RoomWatcher::RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std:
     ec = last_error();
     return;
   }
-  // An append is IN_MODIFY; a compaction renames a new log over the old one (IN_MOVED_TO).
-  if (::inotify_add_watch(inotify_fd_, dir_.c_str(), IN_MODIFY | IN_MOVED_TO | IN_CREATE) < 0) {
-    ec = last_error();
-    return;
+  {
+    std::lock_guard lock(watch_mu_);
+    if (!add_watch_locked()) {  // proves inotify works here; dropped when idle
+      ec = last_error();
+      return;
+    }
   }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
@@ -56,6 +58,36 @@ RoomWatcher::~RoomWatcher() {
   stop();
   if (inotify_fd_ >= 0) ::close(inotify_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+bool RoomWatcher::add_watch_locked() {
+  // An append is IN_MODIFY; a compaction renames a new log over the old one (IN_MOVED_TO).
+  watch_ = ::inotify_add_watch(inotify_fd_, dir_.c_str(), IN_MODIFY | IN_MOVED_TO | IN_CREATE);
+  return watch_ >= 0;
+}
+
+void RoomWatcher::watch() {
+  std::lock_guard lock(watch_mu_);
+  if (watch_ >= 0) return;
+  if (!add_watch_locked()) {
+    util::log_warn(std::string("chat watcher: cannot watch ") + dir_ + ": " + std::strerror(errno) +
+                   "; parked polls fall back to the " + std::to_string(kRecheck.count()) +
+                   " ms recheck");
+  }
+}
+
+bool RoomWatcher::watching() const {
+  std::lock_guard lock(watch_mu_);
+  return watch_ >= 0;
+}
+
+// Under watch_mu_, like watch(): a request that parks after the emptiness check below adds
+// the watch back itself.
+void RoomWatcher::unwatch_if_idle() {
+  std::lock_guard lock(watch_mu_);
+  if (watch_ < 0 || lot_.stats().parked > 0) return;
+  ::inotify_rm_watch(inotify_fd_, watch_);
+  watch_ = -1;
 }
 
 void RoomWatcher::wake() {
@@ -132,6 +164,7 @@ void RoomWatcher::run() {
       lot_.sweep_gone();
       next_sweep = Clock::now() + kSweep;
     }
+    unwatch_if_idle();
   }
 }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -39,9 +40,14 @@ class RoomWatcher {
   RoomWatcher(const RoomWatcher&) = delete;
   RoomWatcher& operator=(const RoomWatcher&) = delete;
 
+  // Makes sure the folder is watched (after parking a request; see above). Thread-safe; a
+  // system call only when the watch was dropped.
+  void watch();
   // Makes the thread re-check its timers now (after parking a request with an earlier
   // deadline than any other). Thread-safe and cheap.
   void wake();
+  // Whether the folder is watched now (tests).
+  bool watching() const;
   void stop();
 
   // How many times a room was re-read (for tests and stats).
@@ -49,11 +55,15 @@ class RoomWatcher {
 
  private:
   void run();
+  void unwatch_if_idle();
+  bool add_watch_locked();
 
   const std::string dir_;
   ParkingLot& lot_;
   const Refresh refresh_;
   int inotify_fd_ = -1;
+  mutable std::mutex watch_mu_;
+  int watch_ = -1;    // guarded by watch_mu_: the inotify watch descriptor, -1 when not watching
   int wake_fd_ = -1;  // an eventfd: wake() and stop() write it
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refreshes_{0};

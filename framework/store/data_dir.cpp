@@ -69,7 +69,8 @@ long write_all(FileSystem& fs, int fd, std::string_view data, off_t offset) {
 
 // Reads [offset, EOF) of `fd` into `out`. Returns 0 or -errno.
 // Reads from `offset` to the end into `out`. `size`: the file's size if the caller has just
-// stat'ed it (else it is asked for); reading goes on past it if the file grew.
+// stat'ed it (else it is asked for). Reading stops there: every caller holds the file's lock,
+// so nothing grows it meanwhile (and a commit replaces files, it never extends an open one).
 long read_from(FileSystem& fs, int fd, off_t offset, std::string& out,
                std::optional<off_t> size = std::nullopt) {
   if (!size) {
@@ -79,13 +80,12 @@ long read_from(FileSystem& fs, int fd, off_t offset, std::string& out,
   }
   out.assign(*size > offset ? static_cast<size_t>(*size - offset) : 0, '\0');
   size_t have = 0;
-  while (true) {
-    if (have == out.size()) out.resize(have + 64 * 1024);
+  while (have < out.size()) {
     ssize_t n =
         fs.pread(fd, out.data() + have, out.size() - have, offset + static_cast<off_t>(have));
     if (n == -EINTR) continue;
     if (n < 0) return n;
-    if (n == 0) break;
+    if (n == 0) break;  // shorter than stat said: keep what is there
     have += static_cast<size_t>(n);
   }
   out.resize(have);
@@ -268,22 +268,38 @@ int DataDir::open_parent(const std::vector<std::string_view>& segments, bool cre
 }
 
 void DataDir::close_parent(int fd) const {
-  if (fd != root_fd_) fs_.close(fd);
+  if (fd >= 0 && fd != root_fd_) fs_.close(fd);
+}
+
+int DataDir::open_direct(std::string_view path, int flags) const {
+  if (!direct_open_.load(std::memory_order_relaxed)) return kWalk;
+  const std::string p(path);
+  const int fd = fs_.open_beneath(root_fd_, p.c_str(), flags);
+  if (fd >= 0 || fd == -ENOENT) return fd;
+  if (fd == -ENOSYS || fd == -EPERM) direct_open_.store(false, std::memory_order_relaxed);
+  return kWalk;
+}
+
+int DataDir::open_readonly(const std::vector<std::string_view>& segments, std::string_view path,
+                           std::string* failed_step) const {
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  if (int fd = open_direct(path, kFlags); fd != kWalk) return fd;
+  int parent = open_parent(segments, false, failed_step);
+  if (parent < 0) return parent;
+  std::string leaf(segments.back());
+  int fd = fs_.open_at(parent, leaf.c_str(), kFlags, 0);
+  close_parent(parent);
+  if (fd < 0) *failed_step = "open";
+  return fd;
 }
 
 Result<std::string> DataDir::read(const lock::Guard& guard, std::string_view path) const {
   if (Status s = check_path("read", path); !s.ok()) return s;
   if (Status s = check_guard("read", path, guard); !s.ok()) return s;
-  auto segments = path_segments(path);
   std::string step;
-  int parent = open_parent(segments, false, &step);
-  if (parent == -ENOENT) return std::string();
-  if (parent < 0) return open_failed(parent, "read", path, step);
-  std::string leaf(segments.back());
-  int fd = fs_.open_at(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
-  close_parent(parent);
+  int fd = open_readonly(path_segments(path), path, &step);
   if (fd == -ENOENT) return std::string();
-  if (fd < 0) return open_failed(fd, "read", path, "open");
+  if (fd < 0) return open_failed(fd, "read", path, step);
   std::string bytes;
   long r = read_from(fs_, fd, 0, bytes);
   fs_.close(fd);
@@ -392,21 +408,27 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
     return Status::failed(Errc::kTooLarge, "append", path,
                           std::to_string(record.size()) + " bytes (limit 16 MiB)");
   }
-  auto segments = path_segments(path);
-  std::string step;
-  int parent = open_parent(segments, true, &step);
-  if (parent < 0) return open_failed(parent, "append", path, step);
-  std::string leaf(segments.back());
+  // The usual case, an existing log, in one open; the walk creates what is missing (and
+  // keeps the directory to make the new entry durable).
+  int parent = -1;
   bool created = false;
-  int fd = fs_.open_at(parent, leaf.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
-  if (fd == -ENOENT) {
-    fd =
-        fs_.open_at(parent, leaf.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    created = fd >= 0;
-  }
+  int fd = open_direct(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    close_parent(parent);
-    return open_failed(fd, "append", path, "open");
+    auto segments = path_segments(path);
+    std::string step;
+    parent = open_parent(segments, true, &step);
+    if (parent < 0) return open_failed(parent, "append", path, step);
+    std::string leaf(segments.back());
+    fd = fs_.open_at(parent, leaf.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd == -ENOENT) {
+      fd = fs_.open_at(parent, leaf.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0644);
+      created = fd >= 0;
+    }
+    if (fd < 0) {
+      close_parent(parent);
+      return open_failed(fd, "append", path, "open");
+    }
   }
   std::string key(path);
   auto forget = [&] {
@@ -528,16 +550,10 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
                                                    size_t last_n) const {
   if (Status s = check_path("read_log", path); !s.ok()) return s;
   if (Status s = check_guard("read_log", path, guard); !s.ok()) return s;
-  auto segments = path_segments(path);
   std::string step;
-  int parent = open_parent(segments, false, &step);
-  if (parent == -ENOENT) return std::vector<std::string>();
-  if (parent < 0) return open_failed(parent, "read_log", path, step);
-  std::string leaf(segments.back());
-  int fd = fs_.open_at(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
-  close_parent(parent);
+  int fd = open_readonly(path_segments(path), path, &step);
   if (fd == -ENOENT) return std::vector<std::string>();
-  if (fd < 0) return open_failed(fd, "read_log", path, "open");
+  if (fd < 0) return open_failed(fd, "read_log", path, step);
   std::string bytes;
   long r = read_from(fs_, fd, 0, bytes);
   fs_.close(fd);
@@ -565,24 +581,14 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   if (Status s = check_path("read_log", path); !s.ok()) return s;
   if (Status s = check_guard("read_log", path, guard); !s.ok()) return s;
   LogTail tail;
-  auto segments = path_segments(path);
   std::string step;
-  int parent = open_parent(segments, false, &step);
-  if (parent == -ENOENT) {
-    tail.restarted = true;
-    cursor = LogCursor{};
-    return tail;
-  }
-  if (parent < 0) return open_failed(parent, "read_log", path, step);
-  std::string leaf(segments.back());
-  int fd = fs_.open_at(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
-  close_parent(parent);
+  int fd = open_readonly(path_segments(path), path, &step);
   if (fd == -ENOENT) {
     tail.restarted = true;
     cursor = LogCursor{};
     return tail;
   }
-  if (fd < 0) return open_failed(fd, "read_log", path, "open");
+  if (fd < 0) return open_failed(fd, "read_log", path, step);
   struct stat st {};
   std::string bytes;
   int holds = fs_.fstat(fd, &st);

@@ -150,12 +150,22 @@ class DataDir {
   int open_parent(const std::vector<std::string_view>& segments, bool create,
                   std::string* failed_step) const;
   void close_parent(int fd) const;
+  // `path` opened by the kernel in one call (FileSystem::open_beneath) when it can: the fd,
+  // -ENOENT, or kWalk when the segment-by-segment walk must decide (unsupported, a symlink,
+  // any other error: the walk also names the failing step).
+  static constexpr int kWalk = -100000;
+  int open_direct(std::string_view path, int flags) const;
+  // Opens `path` read-only: the fd, -ENOENT if it or a directory on the way is missing, or
+  // another -errno with `failed_step` set.
+  int open_readonly(const std::vector<std::string_view>& segments, std::string_view path,
+                    std::string* failed_step) const;
 
   const std::string dir_;
   const int root_fd_;
   const bool fsync_;
   FileSystem& fs_;
-  size_t cleaned_ = 0;  // set once by open(), then read-only
+  mutable std::atomic<bool> direct_open_{true};  // false once open_beneath said ENOSYS/EPERM
+  size_t cleaned_ = 0;                           // set once by open(), then read-only
 
   // The lock each file was first used under (bounded: cleared when full; it is a
   // diagnostic, not a rule).

@@ -35,6 +35,25 @@ int FaultFs::open_at(int dir_fd, const char* name, int flags, mode_t mode) {
   return real_fs().open_at(dir_fd, name, flags, mode);
 }
 
+void FaultFs::allow_direct_open(bool on) {
+  std::lock_guard lock(mu_);
+  direct_allowed_ = on;
+}
+
+uint64_t FaultFs::direct_opens() const {
+  std::lock_guard lock(mu_);
+  return direct_opens_;
+}
+
+int FaultFs::open_beneath(int dir_fd, const char* path, int flags) {
+  {
+    std::lock_guard lock(mu_);
+    if (!direct_allowed_) return -ENOSYS;
+    ++direct_opens_;
+  }
+  return real_fs().open_beneath(dir_fd, path, flags);
+}
+
 ssize_t FaultFs::write(int fd, const void* data, size_t size) {
   if (int e = tick(Op::kWrite)) return -e;
   return real_fs().write(fd, data, size);

@@ -32,8 +32,13 @@ class FaultFs final : public FileSystem {
   void clear();
   // Calls of `op` since construction (including the failed one).
   uint64_t calls(Op op) const;
+  // open_beneath answers ENOSYS unless this is on, so that callers take the walk whose
+  // steps the fault tests count; on, it is the real call (never failed, counted apart).
+  void allow_direct_open(bool on);
+  uint64_t direct_opens() const;
 
   int open_at(int dir_fd, const char* name, int flags, mode_t mode) override;
+  int open_beneath(int dir_fd, const char* path, int flags) override;
   ssize_t write(int fd, const void* data, size_t size) override;
   ssize_t pwrite(int fd, const void* data, size_t size, off_t offset) override;
   ssize_t pread(int fd, void* buf, size_t size, off_t offset) override;
@@ -58,6 +63,8 @@ class FaultFs final : public FileSystem {
   mutable std::mutex mu_;
   std::array<uint64_t, kOps> calls_{};  // guarded by mu_
   std::array<Fault, kOps> faults_{};    // guarded by mu_
+  bool direct_allowed_ = false;         // guarded by mu_
+  uint64_t direct_opens_ = 0;           // guarded by mu_
 };
 
 }  // namespace kagi::store

@@ -1,10 +1,13 @@
 #include "store/fs.hpp"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>  // renameat
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 namespace kagi::store {
 
@@ -17,6 +20,12 @@ class RealFs final : public FileSystem {
  public:
   int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {
     return ret(::openat(dir_fd, name, flags, mode));
+  }
+  int open_beneath(int dir_fd, const char* path, int flags) override {
+    open_how how{};
+    how.flags = static_cast<uint64_t>(flags);
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+    return ret(static_cast<int>(::syscall(SYS_openat2, dir_fd, path, &how, sizeof how)));
   }
   ssize_t write(int fd, const void* data, size_t size) override {
     return ret(::write(fd, data, size));

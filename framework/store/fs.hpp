@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cstddef>
 
 namespace kagi::store {
@@ -19,6 +20,14 @@ class FileSystem {
 
   // Returns the new descriptor, or -errno.
   virtual int open_at(int dir_fd, const char* name, int flags, mode_t mode) = 0;
+  // openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: `path` (several segments) below
+  // `dir_fd`, with no "..", no absolute path and no symlink anywhere on the way, resolved by
+  // the kernel in one call. -ENOSYS where unavailable (the default: the fault-injecting
+  // test filesystem leaves callers on their segment-by-segment walk).
+  virtual int open_beneath(int dir_fd, const char* path, int flags) {
+    (void)dir_fd, (void)path, (void)flags;
+    return -ENOSYS;
+  }
   // Return bytes transferred, or -errno.
   virtual ssize_t write(int fd, const void* data, size_t size) = 0;
   virtual ssize_t pwrite(int fd, const void* data, size_t size, off_t offset) = 0;

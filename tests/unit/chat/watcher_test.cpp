@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 namespace kagi::apps::chat {
 namespace {
@@ -70,6 +71,7 @@ TEST_F(WatcherTest, AnotherProcessAppendingWakesTheRoom) {
   ASSERT_FALSE(ec) << ec.message();
   lot_.park(answers.waiter("lobby", 0, Clock::now() + 1h));
   lot_.park(answers.waiter("other", 0, Clock::now() + 1h));
+  watcher.watch();  // what a parking request does before it lets go of the room's lock
 
   pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -85,6 +87,33 @@ TEST_F(WatcherTest, AnotherProcessAppendingWakesTheRoom) {
   EXPECT_EQ(got[0], messages_json(room, 1));
   EXPECT_TRUE(lot_.has_waiters("other"));  // its log did not change
   EXPECT_GE(watcher.refreshes(), 1u);
+}
+
+// Without parked requests nothing is watched (an append would wake the thread for nothing);
+// a request that parks brings the watch back, and the next append still wakes it.
+TEST_F(WatcherTest, WatchesOnlyWhileRequestsAreParked) {
+  Answers answers;
+  std::vector<Message> room{{.id = 1, .name = "ann", .text = "hi"}};
+  std::error_code ec;
+  RoomWatcher watcher(
+      dir_, lot_, [&](const std::string& name) { lot_.deliver(name, room, 1); }, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  watcher.wake();  // one turn of the thread with nobody parked
+  for (auto until = Clock::now() + 10s; watcher.watching() && Clock::now() < until;) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_FALSE(watcher.watching());
+  std::ofstream(dir_ + "/lobby.log", std::ios::app) << "unwatched";
+  lot_.park(answers.waiter("lobby", 0, Clock::now() + 1h));
+  watcher.watch();
+  EXPECT_TRUE(watcher.watching());
+  const auto appended = Clock::now();
+  std::ofstream(dir_ + "/lobby.log", std::ios::app) << "x";
+  auto got = answers.await(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], messages_json(room, 1));
+  // Woken by the change itself, not by the slow safety-net recheck.
+  EXPECT_LT(Clock::now() - appended, RoomWatcher::kRecheck / 2);
 }
 
 TEST_F(WatcherTest, AnswersEmptyAtTheDeadline) {

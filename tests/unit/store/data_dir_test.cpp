@@ -319,6 +319,34 @@ TEST_F(DataDirTest, ReadLogSinceStopsBeforeATornTail) {
   EXPECT_EQ(tail.records, std::vector<std::string>{"after"});
 }
 
+// The kernel's one-call resolution (openat2) where it is available, the walk where not:
+// same results, and the walk only when needed.
+TEST_F(DataDirTest, ExistingFilesOpenInOneCallAndSymlinksAreStillRefused) {
+  FaultFs& fsys = faulty_;
+  fsys.allow_direct_open(true);
+  open_dir(true, &fsys);
+  auto g = ctx_->exclusive("l");
+  ASSERT_TRUE(dir_->commit(g, "a/b/c.txt", "deep").ok());
+  ASSERT_TRUE(dir_->append(g, "a/b/c.log", "one").ok());  // created: through the walk
+  const uint64_t walked = fsys.calls(FaultFs::Op::kOpen);
+  EXPECT_EQ(dir_->read(g, "a/b/c.txt").value(), "deep");
+  ASSERT_TRUE(dir_->append(g, "a/b/c.log", "two").ok());
+  LogCursor cursor;
+  EXPECT_EQ(dir_->read_log_since(g, "a/b/c.log", cursor).value().records.size(), 2u);
+  EXPECT_EQ(dir_->read(g, "a/missing.txt").value(), "");
+  if (fsys.direct_opens() > 0 && fsys.calls(FaultFs::Op::kOpen) == walked) {
+    SUCCEED() << "reads and the append of an existing log took one open each";
+  } else {
+    // Allowed only where the kernel (or a sandbox) refuses openat2.
+    EXPECT_EQ(real_fs().open_beneath(AT_FDCWD, "x", O_RDONLY), -ENOSYS);
+  }
+  // A symlink anywhere on the way is refused as before, with the walk's message.
+  fs::create_directories(root_ / "outside");
+  fs::create_directory_symlink(root_ / "outside", data_ / "a" / "link");
+  Result<std::string> r = dir_->read(g, "a/link/secret.txt");
+  EXPECT_EQ(r.status().code(), Errc::kUnsafePath) << r.status().message();
+}
+
 TEST_F(DataDirTest, TornTailIsDroppedAtEveryOffset) {
   {
     auto g = ctx_->exclusive("l");
