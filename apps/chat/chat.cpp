@@ -67,6 +67,7 @@ struct Chat {
   std::vector<std::string> rooms;
   size_t keep = 200;
   std::unique_ptr<chat::RoomCache> cache;  // made once chat.keep is known
+  chat::PresenceMemo presence;
   ParkingLot lot;
   std::unique_ptr<chat::RoomWatcher> watcher;  // null when inotify is unavailable (logged)
 };
@@ -107,21 +108,29 @@ Response poll_answer(std::string json) {
 
 // --- presence (its own lock) -------------------------------------------------------------
 
-// Marks `name` as present in `room`. Most calls only read: a name seen in the last few seconds
-// is not written again. When it must write, it takes the exclusive lock and READS AGAIN: what
-// it read under the shared lock may have changed between the two locks (check-then-act).
-void note_presence(Context& ctx, const std::string& room, const std::string& name, int64_t now) {
-  if (name.empty()) return;
+// Marks `name` as present in `room`. Most calls do nothing: a name this process saw in the
+// last few seconds is not looked at again (c.presence). Then most only read: a name seen
+// recently by any process is not written again. When it must write, it takes the exclusive
+// lock and READS AGAIN: what it read under the shared lock may have changed between the two
+// locks (check-then-act).
+void note_presence(Chat& c, Context& ctx, const std::string& room, const std::string& name,
+                   int64_t now) {
+  if (name.empty() || c.presence.fresh(room, name, now)) return;
   {
     auto who = ctx.locks.shared(chat::who_lock_name(room));
     auto seen = chat::parse_presence(ctx.data.read(who, chat::who_path(room)).value());
-    if (!chat::needs_touch(seen, name, now)) return;
+    if (!chat::needs_touch(seen, name, now)) {
+      c.presence.remember(room, name, *chat::last_seen(seen, name));
+      return;
+    }
   }
   auto who = ctx.locks.exclusive(chat::who_lock_name(room));                           // lock
   auto seen = chat::parse_presence(ctx.data.read(who, chat::who_path(room)).value());  // read
-  if (!chat::needs_touch(seen, name, now)) return;  // someone did it between our two locks
-  chat::touch(seen, name, now);                     // modify
-  ctx.data.commit(who, chat::who_path(room), chat::encode_presence(seen)).check();  // write
+  if (chat::needs_touch(seen, name, now)) {                                            // modify
+    chat::touch(seen, name, now);
+    ctx.data.commit(who, chat::who_path(room), chat::encode_presence(seen)).check();  // write
+  }  // else someone did it between our two locks
+  c.presence.remember(room, name, *chat::last_seen(seen, name));
 }
 
 // --- pages -------------------------------------------------------------------------------
@@ -242,7 +251,7 @@ Response say(Chat& c, Request& req, Context& ctx) {
   // Wake this process's waiters ourselves, with no lock held: we know every message up to
   // `id`. Other processes are woken by their watchers (the append changed the room's log).
   if (!recent.empty()) c.lot.deliver(room, recent, id);
-  note_presence(ctx, room, in.name, now);
+  note_presence(c, ctx, room, in.name, now);
 
   if (wants_html(req, in)) {
     std::string back = "/chat/" + room + "/";
@@ -262,7 +271,7 @@ Response messages(Chat& c, Request& req, Context& ctx) {
   const int64_t since = int_arg(req.arg("since"), 0, 0, INT64_MAX);
   const int64_t wait_s = std::min(int_arg(req.arg("wait"), 0, 0, INT64_MAX), kMaxWaitS);
   const int64_t now = unix_now();
-  note_presence(ctx, room, clean_line(req.arg("name"), "The name", kMaxNameBytes), now);
+  note_presence(c, ctx, room, clean_line(req.arg("name"), "The name", kMaxNameBytes), now);
 
   // LOCK shared: any number of pollers read the room at once; only a writer excludes them.
   auto guard = ctx.locks.shared(chat::room_lock_name(room));

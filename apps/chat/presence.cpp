@@ -34,11 +34,40 @@ std::string encode_presence(const std::vector<Seen>& seen) {
   return out;
 }
 
-bool needs_touch(const std::vector<Seen>& seen, std::string_view name, int64_t now) {
+std::optional<int64_t> last_seen(const std::vector<Seen>& seen, std::string_view name) {
   for (const auto& s : seen) {
-    if (s.name == name) return now - s.time >= kPresenceRefreshS;
+    if (s.name == name) return s.time;
   }
-  return true;
+  return std::nullopt;
+}
+
+bool needs_touch(const std::vector<Seen>& seen, std::string_view name, int64_t now) {
+  const std::optional<int64_t> at = last_seen(seen, name);
+  return !at || now - *at >= kPresenceRefreshS;
+}
+
+std::string PresenceMemo::key(std::string_view room, std::string_view name) {
+  std::string k(room);
+  k += '\0';  // neither a room nor a name holds NUL
+  k += name;
+  return k;
+}
+
+bool PresenceMemo::fresh(std::string_view room, std::string_view name, int64_t now) const {
+  std::lock_guard lock(mu_);
+  auto it = seen_.find(key(room, name));
+  return it != seen_.end() && now - it->second < kPresenceRefreshS;
+}
+
+void PresenceMemo::remember(std::string_view room, std::string_view name, int64_t seen_at) {
+  std::lock_guard lock(mu_);
+  if (seen_.size() >= kMaxEntries) seen_.clear();
+  seen_[key(room, name)] = seen_at;
+}
+
+size_t PresenceMemo::size() const {
+  std::lock_guard lock(mu_);
+  return seen_.size();
 }
 
 void touch(std::vector<Seen>& seen, std::string_view name, int64_t now) {

@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace kagi::apps::chat {
@@ -29,6 +32,9 @@ struct Seen {
 std::vector<Seen> parse_presence(std::string_view text);
 std::string encode_presence(const std::vector<Seen>& seen);
 
+// When `name` was last seen, if it is in `seen`.
+std::optional<int64_t> last_seen(const std::vector<Seen>& seen, std::string_view name);
+
 // True if `name` is missing from `seen` or was last seen kPresenceRefreshS or more ago.
 bool needs_touch(const std::vector<Seen>& seen, std::string_view name, int64_t now);
 
@@ -38,5 +44,22 @@ void touch(std::vector<Seen>& seen, std::string_view name, int64_t now);
 
 // The names seen within the window at `now`, sorted.
 std::vector<std::string> present(const std::vector<Seen>& seen, int64_t now);
+
+// What this process last learned of each (room, name): the time the name was seen, as read
+// from or written to the file. While that is under kPresenceRefreshS old, a request needs
+// neither the lock nor the file (a chat message would otherwise read the file every time).
+// Bounded: forgets everything at kMaxEntries (names come from clients). Thread-safe.
+class PresenceMemo {
+ public:
+  static constexpr size_t kMaxEntries = 4096;
+  bool fresh(std::string_view room, std::string_view name, int64_t now) const;
+  void remember(std::string_view room, std::string_view name, int64_t seen_at);
+  size_t size() const;
+
+ private:
+  static std::string key(std::string_view room, std::string_view name);
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, int64_t> seen_;  // guarded by mu_
+};
 
 }  // namespace kagi::apps::chat

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace kagi::apps::chat {
 namespace {
 
@@ -46,6 +48,28 @@ TEST(Presence, KeepsAtMostTheNewestNames) {
   EXPECT_EQ(seen.size(), kPresenceMaxNames);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(needs_touch(seen, "n" + std::to_string(i), 1005));
   EXPECT_FALSE(needs_touch(seen, "n" + std::to_string(kPresenceMaxNames + 9), 1005));
+}
+
+TEST(Presence, MemoIsFreshForTheRefreshPeriodPerRoomAndName) {
+  PresenceMemo memo;
+  EXPECT_FALSE(memo.fresh("lobby", "ann", 1000));
+  memo.remember("lobby", "ann", 1000);
+  EXPECT_TRUE(memo.fresh("lobby", "ann", 1000));
+  EXPECT_TRUE(memo.fresh("lobby", "ann", 1000 + kPresenceRefreshS - 1));
+  EXPECT_FALSE(memo.fresh("lobby", "ann", 1000 + kPresenceRefreshS));
+  EXPECT_FALSE(memo.fresh("other", "ann", 1000));
+  EXPECT_FALSE(memo.fresh("lobby", "bob", 1000));
+  // Room and name cannot run into each other ("a" + "bc" vs "ab" + "c").
+  memo.remember("a", "bc", 1000);
+  EXPECT_FALSE(memo.fresh("ab", "c", 1000));
+}
+
+TEST(Presence, MemoIsBounded) {
+  PresenceMemo memo;
+  for (size_t i = 0; i < PresenceMemo::kMaxEntries * 3; ++i) {
+    memo.remember("lobby", "name" + std::to_string(i), 1000);
+    ASSERT_LE(memo.size(), PresenceMemo::kMaxEntries);
+  }
 }
 
 }  // namespace
