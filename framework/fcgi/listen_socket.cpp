@@ -135,7 +135,7 @@ ListenSocket ListenSocket::open(const std::string& listen, unsigned mode, int ba
   }
   if (!listen.empty() && ::listen(s.fd_, backlog) != 0) fail("FastCGI: listen on " + listen);
   // Several processes may poll the same socket (spawn-fcgi -F N): a process that loses the
-  // race for a connection must get EAGAIN, not block its poller in accept().
+  // race for a connection must get EAGAIN, not block a worker in accept().
   int flags = fcntl(s.fd_, F_GETFL);
   if (flags < 0 || fcntl(s.fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
     fail("FastCGI: cannot make " + s.description_ + " non-blocking");

@@ -27,8 +27,10 @@
 // nothing is applied and the lock layer's error is returned.
 //
 // Paths are relative to data.dir (see store/path.hpp) and are opened segment by segment with
-// O_NOFOLLOW under the parent's directory fd: "..", absolute paths, NUL and symlinks anywhere
-// below data.dir are refused with Errc::kUnsafePath. data.dir itself may be a symlink.
+// O_NOFOLLOW under the parent's directory fd (existing files: in one openat2 call with
+// RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS where the kernel has it): "..", absolute paths, NUL
+// and symlinks anywhere below data.dir are refused with Errc::kUnsafePath. data.dir itself may
+// be a symlink.
 //
 // Errors are values: Status / Result with a message naming the operation, the file and the
 // failing step ("commit bbs/3.dat: rename: No space left on device"); on any error the old

@@ -274,16 +274,33 @@ def run_all(bench, env):
 
 
 def goals(r):
-    """(goal, measured ratio, wanted) for every ratio goal of the benchmark issue."""
-    k, php = r["kagi"], r["php"]
-    out = [("kagi hello vs libfcgi C hello", r["hello"]["rps"] / r["c_hello"]["rps"], 1.0),
-           ("kagi hello vs PHP-FPM hello", r["hello"]["rps"] / r["php_hello"]["rps"], 3.0)]
+    """(goal, measured ratio, wanted, req/s the goal needs or None) for every ratio goal of the
+    benchmark issue. The needed req/s is given for goals against another implementation, to be
+    set beside the FastCGI floor (the C hello) of the same run."""
+    k, php, always = r["kagi"], r["php"], r["always"]
+    out = [("kagi hello vs libfcgi C hello", r["hello"]["rps"] / r["c_hello"]["rps"], 1.0,
+            r["c_hello"]["rps"]),
+           ("kagi hello vs PHP-FPM hello", r["hello"]["rps"] / r["php_hello"]["rps"], 3.0,
+            3.0 * r["php_hello"]["rps"])]
     for key, what in (("page", "BBS page read"), ("post1", "BBS post, 1 board"),
                       ("post8", "BBS post, 8 boards"), ("say", "chat say"),
                       ("poll", "chat poll")):
-        out.append(("kagi %s vs PHP-FPM" % what, k[key]["rps"] / php[key]["rps"], 5.0))
-    out.append(("kagi BBS posts: 8 boards vs 1 board", k["post8"]["rps"] / k["post1"]["rps"], 1.5))
+        out.append(("kagi %s vs PHP-FPM" % what, k[key]["rps"] / php[key]["rps"], 5.0,
+                    5.0 * php[key]["rps"]))
+    out.append(("kagi BBS posts: 8 boards vs 1 board (data.fsync=never)",
+                k["post8"]["rps"] / k["post1"]["rps"], 1.5, None))
+    out.append(("kagi BBS posts: 8 boards vs 1 board (data.fsync=always, the default)",
+                always["post8"]["rps"] / always["post1"]["rps"], 1.5, None))
     return out
+
+
+def floor_note(needed, floor):
+    """Whether a goal asks for more than the FastCGI floor measured in the same run."""
+    if needed is None:
+        return ""
+    if needed > floor:
+        return "%.0f req/s: above the floor" % needed
+    return "%.0f req/s" % needed
 
 
 def write_report(path, bench, results, command):
@@ -302,11 +319,20 @@ def write_report(path, bench, results, command):
         "",
         "## Goals",
         "",
-        "| goal | measured | wanted | met |",
-        "|---|---:|---:|---|",
+        "| goal | measured | wanted | met | the goal needs |",
+        "|---|---:|---:|---|---|",
     ]
-    for goal, got, want in goals(results):
-        lines.append("| %s | %.2f× | ≥ %.1f× | %s |" % (goal, got, want, "yes" if got >= want else "**no**"))
+    floor = results["c_hello"]["rps"]
+    for goal, got, want, needed in goals(results):
+        lines.append("| %s | %.2f× | ≥ %.1f× | %s | %s |" % (
+            goal, got, want, "yes" if got >= want else "**no**", floor_note(needed, floor)))
+    lines += [
+        "",
+        "*The floor* is the libfcgi C hello of this run (%.0f req/s): a FastCGI program that "
+        "does nothing but answer, behind the same nginx. A goal that needs more than the floor "
+        "asks a FastCGI app that reads and writes data under locks to answer faster than one "
+        "that does nothing; no FastCGI app behind this nginx on this machine can meet it." % floor,
+    ]
     lines += [
         "",
         "## All rows",
@@ -349,8 +375,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--php-children", type=int, default=2 * (os.cpu_count() or 1),
-                    help="PHP-FPM static pool size (default: twice the cores)")
+    ap.add_argument("--php-children", type=int, default=os.cpu_count() or 1,
+                    help="PHP-FPM static pool size (default: the cores, as the benchmark "
+                         "issue sets it up; twice that measured within 3%%)")
     ap.add_argument("--out", default=None, help="report path (default docs/BENCHMARKS.md)")
     args = ap.parse_args()
     env = harness.Env(args, "bench")
@@ -363,7 +390,7 @@ def main():
                 print("LOST WRITES in %s: acknowledged %d, stored %d" % (r["name"], r["acked"], r["stored"]))
                 ok = False
         print("\ngoals:")
-        for goal, got, want in goals(results):
+        for goal, got, want, _ in goals(results):
             print("  %-40s %6.2fx  (want >= %.1fx) %s" % (goal, got, want, "met" if got >= want else "NOT MET"))
         write_report(args.out or os.path.join(args.source, "docs", "BENCHMARKS.md"), bench,
                      results, "scripts/bench")
