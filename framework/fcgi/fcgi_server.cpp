@@ -99,6 +99,7 @@ class Core : public std::enable_shared_from_this<Core> {
   void on_listen_ready();
   void close_idle_without_request();
   bool accept_all_locked();
+  void rearm_listen_locked();
   void serve(std::unique_ptr<Conn> conn);
   // (Re-)arms `id` for one readiness event (EPOLLONESHOT): exactly one worker gets it.
   bool arm(int op, int fd, uint64_t id, uint32_t events);
@@ -301,7 +302,11 @@ void Core::run() {
     std::lock_guard lock(mu_);
     live_workers_ = options_.threads;
   }
-  for (int i = 0; i < options_.threads; ++i) workers.emplace_back([this] { worker_loop(); });
+  // Each worker keeps the Core alive: one left behind after the shutdown grace (detached,
+  // still in a handler) must find it when its handler returns.
+  for (int i = 0; i < options_.threads; ++i) {
+    workers.emplace_back([self = shared_from_this()] { self->worker_loop(); });
+  }
 
   std::unique_lock lock(mu_);
   stop_cv_.wait(lock, [&] { return stopping_; });
@@ -350,10 +355,7 @@ void Core::worker_loop() {
     {
       std::lock_guard lock(mu_);
       if (quit_workers_) break;
-      if (!listening_ && !stopping_ && Clock::now() >= accept_resume_) {
-        listening_ = true;
-        arm(EPOLL_CTL_MOD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
-      }
+      if (!listening_ && !stopping_ && Clock::now() >= accept_resume_) rearm_listen_locked();
       if (n == 1 && ev.data.u64 >= kFirstConnId) {
         auto it = idle_.find(ev.data.u64);
         if (it != idle_.end()) {  // else closed by a stop meanwhile
@@ -385,9 +387,14 @@ void Core::worker_loop() {
 // while a worker accepts on it. Accepts are rare (the web server keeps its connections).
 void Core::on_listen_ready() {
   std::lock_guard lock(mu_);
-  if (!stopping_ && accept_all_locked()) {
-    arm(EPOLL_CTL_MOD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
-  }
+  if (!stopping_ && accept_all_locked()) rearm_listen_locked();
+}
+
+// Arms the listening socket for its next event; if that fails, accepting pauses and a
+// worker tries again after the backoff (instead of never accepting again).
+void Core::rearm_listen_locked() {
+  listening_ = arm(EPOLL_CTL_MOD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
+  if (!listening_) accept_resume_ = Clock::now() + kAcceptBackoff;
 }
 
 // Accepts every connection waiting on the listening socket into idle_, armed. Returns true
