@@ -101,8 +101,10 @@ uint64_t load_u64(const char* p) {
 // Does `c` still describe the start of the open log `fd` (stat'ed as `st`)? The same file,
 // no shorter than the cursor's end, and the cursor's last record still in place (its header
 // read again: a replaced log that reuses the inode number fails here). 1 yes, 0 no, <0 -errno.
-int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, const LogCursor& c) {
+int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
+                     const LogCursor& c) {
   if (c.end == 0 || c.dev != st.st_dev || c.ino != st.st_ino) return 0;
+  if (c.birth_ns != 0 && birth_ns != 0 && c.birth_ns != birth_ns) return 0;
   if (static_cast<uint64_t>(st.st_size) < c.end) return 0;
   if (c.last_start == 0) return 1;  // no record yet: the magic is all there is to check
   char header[detail::kRecordHeader];
@@ -116,11 +118,13 @@ int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, const LogCur
 
 // The cursor after `bytes`, read from offset `from` (a record boundary) of the file `st`,
 // of which the first `valid` bytes are whole records, the last one `last_payload` bytes long.
-LogCursor cursor_after(const struct stat& st, const LogCursor& before, uint64_t from,
-                       std::string_view bytes, size_t valid, std::optional<size_t> last_payload) {
+LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor& before,
+                       uint64_t from, std::string_view bytes, size_t valid,
+                       std::optional<size_t> last_payload) {
   LogCursor c = before;
   c.dev = st.st_dev;
   c.ino = st.st_ino;
+  c.birth_ns = birth_ns;
   c.end = from + valid;
   if (last_payload) {
     const size_t at = valid - detail::kRecordHeader - *last_payload;
@@ -443,7 +447,8 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
   };
 
   struct stat st {};
-  if (int r = fs_.fstat(fd, &st); r < 0)
+  int64_t birth_ns = 0;
+  if (int r = fs_.fstat_birth(fd, &st, &birth_ns); r < 0)
     return fail(Status::failed(sys(r), "append", path, "fstat"));
   const auto size = static_cast<uint64_t>(st.st_size);
 
@@ -454,7 +459,7 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
     std::lock_guard lock(logs_mu_);
     if (auto it = logs_.find(key); it != logs_.end()) known = it->second;
   }
-  const int holds = log_cursor_holds(fs_, fd, st, known);
+  const int holds = log_cursor_holds(fs_, fd, st, birth_ns, known);
   if (holds < 0) return fail(Status::failed(sys(holds), "append", path, "read"));
   if (!holds) known = LogCursor{};
   const uint64_t start = known.end;
@@ -520,6 +525,7 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
   const size_t record_at = frame.size() - detail::kRecordHeader - record.size();
   LogCursor after{.dev = st.st_dev,
                   .ino = st.st_ino,
+                  .birth_ns = birth_ns,
                   .end = valid_end + frame.size(),
                   .last_start = valid_end + record_at,
                   .last_header = load_u64(frame.data() + record_at)};
@@ -591,8 +597,9 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   if (fd < 0) return open_failed(fd, "read_log", path, step);
   struct stat st {};
   std::string bytes;
-  int holds = fs_.fstat(fd, &st);
-  if (holds == 0) holds = log_cursor_holds(fs_, fd, st, cursor);
+  int64_t birth_ns = 0;
+  int holds = fs_.fstat_birth(fd, &st, &birth_ns);
+  if (holds == 0) holds = log_cursor_holds(fs_, fd, st, birth_ns, cursor);
   const uint64_t start = holds > 0 ? cursor.end : 0;
   long r = holds < 0 ? holds : read_from(fs_, fd, static_cast<off_t>(start), bytes, st.st_size);
   fs_.close(fd);
@@ -620,7 +627,7 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   const size_t valid = detail::parse_records(view, &tail.records);
   std::optional<size_t> last_payload;
   if (!tail.records.empty()) last_payload = tail.records.back().size();
-  cursor = cursor_after(st, before, from, view, valid, last_payload);
+  cursor = cursor_after(st, birth_ns, before, from, view, valid, last_payload);
   return tail;
 }
 

@@ -58,12 +58,13 @@
 namespace kagi::store {
 
 // Where a reader (or appender) of a log stopped: the file's identity and the end of the last
-// whole record it saw, with that record's frame header. The header is read again before the
-// cursor is trusted, so a log replaced by rewrite_log() is noticed even when the new file
-// reuses the old inode number.
+// whole record it saw, with that record's frame header. The birth time (where the filesystem
+// keeps one) and the header, read again, are checked before the cursor is trusted, so a log
+// replaced by rewrite_log() is noticed even when the new file reuses the old inode number.
 struct LogCursor {
   dev_t dev = 0;
   ino_t ino = 0;
+  int64_t birth_ns = 0;      // 0: the filesystem does not say
   uint64_t end = 0;          // just past the last whole record seen; 0: nothing seen yet
   uint64_t last_start = 0;   // where that record's frame starts; 0: no record (an empty log)
   uint64_t last_header = 0;  // its 8-byte frame header (length and CRC-32C)

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>  // renameat
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -46,6 +48,26 @@ class RealFs final : public FileSystem {
   }
   int ftruncate(int fd, off_t length) override { return ret(::ftruncate(fd, length)); }
   int fstat(int fd, struct stat* st) override { return ret(::fstat(fd, st)); }
+  int fstat_birth(int fd, struct stat* st, int64_t* birth_ns) override {
+    struct statx sx {};
+    if (::statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) {
+      if (errno != ENOSYS) return -errno;
+      *birth_ns = 0;
+      return fstat(fd, st);
+    }
+    *st = {};
+    st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    st->st_ino = sx.stx_ino;
+    st->st_mode = sx.stx_mode;
+    st->st_nlink = sx.stx_nlink;
+    st->st_uid = sx.stx_uid;
+    st->st_gid = sx.stx_gid;
+    st->st_size = static_cast<off_t>(sx.stx_size);
+    *birth_ns = (sx.stx_mask & STATX_BTIME)
+                    ? sx.stx_btime.tv_sec * 1'000'000'000LL + sx.stx_btime.tv_nsec
+                    : 0;
+    return 0;
+  }
   int close(int fd) override { return ret(::close(fd)); }
 };
 

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 
 namespace kagi::store {
 
@@ -39,6 +40,12 @@ class FileSystem {
   virtual int mkdir_at(int dir_fd, const char* name, mode_t mode) = 0;
   virtual int ftruncate(int fd, off_t length) = 0;
   virtual int fstat(int fd, struct stat* st) = 0;
+  // fstat, plus the file's birth time in ns (statx STATX_BTIME) where the filesystem records
+  // one, else 0. Tells a file from a later one that reuses its inode number.
+  virtual int fstat_birth(int fd, struct stat* st, int64_t* birth_ns) {
+    *birth_ns = 0;
+    return fstat(fd, st);
+  }
   virtual int close(int fd) = 0;
 };
 
