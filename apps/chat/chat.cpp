@@ -130,7 +130,7 @@ void note_presence(Chat& c, Context& ctx, const std::string& room, const std::st
     chat::touch(seen, name, now);
     ctx.data.commit(who, chat::who_path(room), chat::encode_presence(seen)).check();  // write
   }  // else someone did it between our two locks
-  c.presence.remember(room, name, *chat::last_seen(seen, name));
+  c.presence.remember(room, name, chat::last_seen(seen, name).value_or(now));
 }
 
 // --- pages -------------------------------------------------------------------------------

@@ -75,9 +75,11 @@ void touch(std::vector<Seen>& seen, std::string_view name, int64_t now) {
                 [&](const Seen& s) { return s.name == name || now - s.time >= kPresenceWindowS; });
   seen.push_back(Seen{std::string(name), now});
   if (seen.size() > kPresenceMaxNames) {
-    std::stable_sort(seen.begin(), seen.end(),
+    // Drop the oldest of the others: the name just touched always stays, even when every
+    // name was seen in the same second.
+    std::stable_sort(seen.begin(), seen.end() - 1,
                      [](const Seen& a, const Seen& b) { return a.time > b.time; });
-    seen.resize(kPresenceMaxNames);
+    seen.erase(seen.begin() + static_cast<std::ptrdiff_t>(kPresenceMaxNames - 1), seen.end() - 1);
   }
 }
 

@@ -74,7 +74,18 @@ class NumberedLogCache {
     std::lock_guard lock(entry->mu);
     store::LogCursor cursor = entry->cursor;
     store::LogTail tail = data.read_log_since(guard, path, cursor).value();
-    apply(*entry, tail);
+    try {
+      apply(*entry, tail);
+    } catch (...) {
+      // Half applied (out of memory while decoding): start over at the next read rather
+      // than apply the same records twice. Only new records are applied, so nobody holds
+      // a view of this entry now (see NumberedLog).
+      entry->items.clear();
+      entry->last_id = 0;
+      entry->records = 0;
+      entry->cursor = store::LogCursor{};
+      throw;
+    }
     entry->cursor = cursor;
     NumberedLog<Item> log;
     const size_t shown = std::min(entry->items.size(), keep_);

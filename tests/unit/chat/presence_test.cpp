@@ -50,6 +50,15 @@ TEST(Presence, KeepsAtMostTheNewestNames) {
   EXPECT_FALSE(needs_touch(seen, "n" + std::to_string(kPresenceMaxNames + 9), 1005));
 }
 
+// A full list of names all seen this second: the name being touched must stay in it.
+TEST(Presence, TheTouchedNameSurvivesAFullListOfTheSameSecond) {
+  std::vector<Seen> seen;
+  for (size_t i = 0; i < kPresenceMaxNames; ++i) touch(seen, "n" + std::to_string(i), 1000);
+  touch(seen, "newcomer", 1000);
+  EXPECT_EQ(seen.size(), kPresenceMaxNames);
+  EXPECT_EQ(last_seen(seen, "newcomer"), std::optional<int64_t>(1000));
+}
+
 TEST(Presence, MemoIsFreshForTheRefreshPeriodPerRoomAndName) {
   PresenceMemo memo;
   EXPECT_FALSE(memo.fresh("lobby", "ann", 1000));
