@@ -5,7 +5,9 @@
 
 namespace kagi::lock {
 
-Guard::Guard(std::shared_ptr<detail::HeldLock> held) : held_(std::move(held)) {}
+Guard::Guard() = default;
+
+Guard::Guard(std::unique_ptr<detail::HeldLock> held) : held_(std::move(held)) {}
 
 Guard::Guard(Guard&& other) noexcept = default;
 

@@ -20,12 +20,12 @@
 namespace kagi::lock {
 
 namespace detail {
-struct HeldLock;  // the context's record of one held lock (owned by the LockContext)
+struct HeldLock;  // one held lock: owned by its guard, listed by its LockContext
 }
 
 class Guard {
  public:
-  Guard() = default;
+  Guard();  // out of line: HeldLock is only complete in the .cpp
   Guard(Guard&&) noexcept;
   Guard& operator=(Guard&&) noexcept;
   Guard(const Guard&) = delete;
@@ -54,12 +54,12 @@ class Guard {
   explicit operator bool() const { return held(); }
 
  protected:
-  explicit Guard(std::shared_ptr<detail::HeldLock> held);
+  explicit Guard(std::unique_ptr<detail::HeldLock> held);
 
  private:
   friend class LockContext;
   friend class LockSet;
-  std::shared_ptr<detail::HeldLock> held_;
+  std::unique_ptr<detail::HeldLock> held_;
 };
 
 // Held in shared mode: lets its holder read the data the lock protects.

@@ -78,7 +78,7 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
                ")";
       return make_error_code(Errc::kAlreadyHeld);
     }
-    if (h->name > name && (!later || h->name > later->name)) later = h.get();
+    if (h->name > name && (!later || h->name > later->name)) later = h;
   }
   if (!later) return {};
   const std::string message = "order violation: '" + std::string(name) + "' taken while holding '" +
@@ -98,12 +98,12 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
 
 std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
                                          Clock::time_point started, Clock::time_point deadline,
-                                         bool try_only, std::shared_ptr<detail::HeldLock>& out,
+                                         bool try_only, std::unique_ptr<detail::HeldLock>& out,
                                          std::string* why) noexcept {
   try {
     if (auto ec = validate_name(name, why)) return ec;
     if (auto ec = check_order(name, why)) return ec;
-    auto held = std::make_shared<detail::HeldLock>();
+    auto held = std::make_unique<detail::HeldLock>();
     held->name.assign(name);
     held->mode = mode;
     held->stats = &service_.stats_.for_name(name);
@@ -145,7 +145,7 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
       }
     }
     held->ctx = this;
-    held_.push_back(held);
+    held_.push_back(held.get());
     out = std::move(held);
     return {};
   } catch (const std::bad_alloc&) {
@@ -162,7 +162,7 @@ void LockContext::release(detail::HeldLock& held) noexcept {
   held.handle = nullptr;
   // Usually the newest lock goes first: search from the back.
   for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
-    if (it->get() == &held) {
+    if (*it == &held) {
       held_.erase(std::next(it).base());
       break;
     }
@@ -193,7 +193,7 @@ void LockContext::raise(std::error_code ec, std::string_view name, Clock::time_p
 
 SharedGuard LockContext::shared(std::string_view name, std::optional<ms> timeout) {
   const auto started = Clock::now();
-  std::shared_ptr<detail::HeldLock> held;
+  std::unique_ptr<detail::HeldLock> held;
   std::string why;
   if (auto ec = acquire_one(name, Mode::kShared, started, started + timeout_or_default(timeout),
                             false, held, &why)) {
@@ -204,7 +204,7 @@ SharedGuard LockContext::shared(std::string_view name, std::optional<ms> timeout
 
 ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> timeout) {
   const auto started = Clock::now();
-  std::shared_ptr<detail::HeldLock> held;
+  std::unique_ptr<detail::HeldLock> held;
   std::string why;
   if (auto ec = acquire_one(name, Mode::kExclusive, started, started + timeout_or_default(timeout),
                             false, held, &why)) {
@@ -214,7 +214,7 @@ ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> t
 }
 
 std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
-  std::shared_ptr<detail::HeldLock> held;
+  std::unique_ptr<detail::HeldLock> held;
   std::string why;
   const auto now = Clock::now();
   if (auto ec = acquire_one(name, Mode::kShared, now, now, true, held, &why)) {
@@ -225,7 +225,7 @@ std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
 }
 
 std::optional<ExclusiveGuard> LockContext::try_exclusive(std::string_view name) {
-  std::shared_ptr<detail::HeldLock> held;
+  std::unique_ptr<detail::HeldLock> held;
   std::string why;
   const auto now = Clock::now();
   if (auto ec = acquire_one(name, Mode::kExclusive, now, now, true, held, &why)) {
@@ -237,7 +237,7 @@ std::optional<ExclusiveGuard> LockContext::try_exclusive(std::string_view name) 
 
 std::error_code LockContext::try_acquire_for(std::string_view name, Mode mode, ms timeout,
                                              Guard& out) noexcept {
-  std::shared_ptr<detail::HeldLock> held;
+  std::unique_ptr<detail::HeldLock> held;
   const auto now = Clock::now();
   if (auto ec = acquire_one(name, mode, now, now + timeout, false, held, nullptr)) return ec;
   out.release();
@@ -258,7 +258,7 @@ LockSet LockContext::acquire(std::vector<std::pair<std::string, Mode>> set,
   LockSet out;
   out.items_.reserve(wanted.size());
   for (const auto& [name, mode] : wanted) {
-    std::shared_ptr<detail::HeldLock> held;
+    std::unique_ptr<detail::HeldLock> held;
     std::string why;
     if (auto ec = acquire_one(name, mode, Clock::now(), deadline, false, held, &why)) {
       out.release();  // all or nothing
@@ -278,7 +278,7 @@ LockSet LockContext::acquire(std::vector<std::pair<std::string, Mode>> set,
 size_t LockContext::end_request() {
   size_t leaks = 0;
   while (!held_.empty()) {
-    std::shared_ptr<detail::HeldLock> held = held_.back();
+    detail::HeldLock* held = held_.back();
     ++leaks;
     held->stats->leaks.fetch_add(1, std::memory_order_relaxed);
     service_.events_.record(EventKind::kLeak, held->name, held->mode, who_,

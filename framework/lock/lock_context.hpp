@@ -112,7 +112,7 @@ class LockContext {
   // `started` is when the caller began (read once; the deadline is usually derived from it).
   std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point started,
                               Clock::time_point deadline, bool try_only,
-                              std::shared_ptr<detail::HeldLock>& out, std::string* why) noexcept;
+                              std::unique_ptr<detail::HeldLock>& out, std::string* why) noexcept;
   std::error_code check_order(std::string_view name, std::string* why) noexcept;
   [[noreturn]] void raise(std::error_code ec, std::string_view name, Clock::time_point started,
                           const std::string& why) const;
@@ -123,7 +123,9 @@ class LockContext {
   LockService& service_;
   HolderInfo who_;
   std::unique_ptr<Session> session_;
-  std::vector<std::shared_ptr<detail::HeldLock>> held_;  // in acquisition order
+  // In acquisition order. Each is owned by its guard, which takes it out of here when it
+  // releases (end_request() releases the rest; their guards then stay inert).
+  std::vector<detail::HeldLock*> held_;
 };
 
 }  // namespace kagi::lock

@@ -1,5 +1,6 @@
-// lock/detail/held_lock.hpp — a LockContext's record of one lock it holds, shared with the
-// Guard that proves it. Not thread-safe: one request is served by one thread at a time.
+// lock/detail/held_lock.hpp — one lock a LockContext holds: owned by the Guard that proves
+// it, listed by the context (which releases what is left at request end). Not thread-safe:
+// one request is served by one thread at a time.
 #pragma once
 
 #include <cstdint>
