@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace kagi::lock {
@@ -54,11 +56,22 @@ Slot* slot_at(void* map, size_t i) {
   return reinterpret_cast<Slot*>(static_cast<char*>(map) + kHeaderBytes + i * kSlotBytes);
 }
 
-void copy_field(char* to, size_t size, std::string_view from) {
+// Copies `from` (cut to fit) and its NUL; returns the bytes written.
+size_t copy_field(char* to, size_t size, std::string_view from) {
   size_t n = std::min(from.size(), size - 1);
   std::memcpy(to, from.data(), n);
   to[n] = '\0';
+  return n + 1;
 }
+
+// The payload words that carry data (a bit per word).
+struct WordSet {
+  uint64_t bits = 0;
+  void add(size_t offset, size_t bytes) {
+    for (size_t w = offset / 8; w < (offset + bytes + 7) / 8; ++w) bits |= uint64_t{1} << w;
+  }
+};
+static_assert(kWords <= 64, "WordSet has a bit per payload word");
 
 int64_t realtime_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -73,6 +86,20 @@ void write_words(Slot* s, const uint64_t* words, size_t first, size_t count) {
   s->seq.store(seq + 1, std::memory_order_relaxed);
   for (size_t i = first; i < first + count; ++i) {
     s->words[i].store(words[i], std::memory_order_release);
+  }
+  s->seq.store(seq + 2, std::memory_order_release);
+}
+
+// Writes the payload's words named in `used` under one odd/even sequence step.
+void write_payload(Slot* s, const Payload& p, WordSet used) {
+  const uint64_t seq = s->seq.load(std::memory_order_relaxed);
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  const char* bytes = reinterpret_cast<const char*>(&p);
+  for (uint64_t bits = used.bits; bits != 0; bits &= bits - 1) {
+    const size_t i = static_cast<size_t>(std::countr_zero(bits));
+    uint64_t word;
+    std::memcpy(&word, bytes + i * 8, sizeof word);
+    s->words[i].store(word, std::memory_order_release);
   }
   s->seq.store(seq + 2, std::memory_order_release);
 }
@@ -151,8 +178,12 @@ Registry::Registry(std::string path, int fd, void* map, size_t map_size, size_t 
       map_(map),
       map_size_(map_size),
       slots_(slots) {
-  free_.reserve(slots);
-  for (size_t i = slots; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
+  in_use_words_ = (slots + 63) / 64;
+  in_use_ = std::make_unique<std::atomic<uint64_t>[]>(in_use_words_);
+  for (size_t w = 0; w < in_use_words_; ++w) in_use_[w].store(0, std::memory_order_relaxed);
+  if (const size_t tail = slots % 64; tail != 0) {
+    in_use_[in_use_words_ - 1].store(~uint64_t{0} << tail, std::memory_order_relaxed);
+  }
 }
 
 Registry::~Registry() {
@@ -168,30 +199,25 @@ int64_t Registry::to_realtime_ns(Clock::time_point t) const {
 
 int Registry::publish(const HolderInfo& who, std::string_view name, Mode mode,
                       Clock::time_point since, State state) noexcept {
-  int slot;
-  {
-    std::lock_guard lock(mu_);
-    if (free_.empty()) {
-      ++overflows_;
-      return -1;
-    }
-    slot = free_.back();
-    free_.pop_back();
-  }
+  const int slot = take_slot();
+  if (slot < 0) return -1;
   Payload p{};
   p.since_ns = to_realtime_ns(since);
   p.thread = this_thread_id();
   p.pid = pid_;
   p.mode = static_cast<uint8_t>(mode);
   p.state = state == State::kHeld ? kHeld : kWaiting;
-  copy_field(p.name, sizeof p.name, name);
-  copy_field(p.request_id, sizeof p.request_id, who.request_id);
-  copy_field(p.method, sizeof p.method, who.method);
-  copy_field(p.path, sizeof p.path, who.path);
-  copy_field(p.client, sizeof p.client, who.client_address);
-  uint64_t words[kWords];
-  std::memcpy(words, &p, sizeof p);
-  write_words(slot_at(map_, static_cast<size_t>(slot)), words, 0, kWords);
+  // Only the words up to each field's terminating NUL are written: readers stop there, and
+  // most names and paths are short, so this stores ~15 of the 62 words.
+  WordSet used;
+  used.add(0, offsetof(Payload, name));
+  used.add(offsetof(Payload, name), copy_field(p.name, sizeof p.name, name));
+  used.add(offsetof(Payload, request_id),
+           copy_field(p.request_id, sizeof p.request_id, who.request_id));
+  used.add(offsetof(Payload, method), copy_field(p.method, sizeof p.method, who.method));
+  used.add(offsetof(Payload, path), copy_field(p.path, sizeof p.path, who.path));
+  used.add(offsetof(Payload, client), copy_field(p.client, sizeof p.client, who.client_address));
+  write_payload(slot_at(map_, static_cast<size_t>(slot)), p, used);
   return slot;
 }
 
@@ -219,14 +245,32 @@ void Registry::clear(int slot) noexcept {
   head.state = kFree;
   std::memcpy(words, &head, sizeof words);
   write_words(s, words, 0, 3);
-  std::lock_guard lock(mu_);
-  free_.push_back(slot);
+  // Release: the next taker's writes come after ours.
+  in_use_[static_cast<size_t>(slot) / 64].fetch_and(~(uint64_t{1} << (slot % 64)),
+                                                    std::memory_order_release);
 }
 
-uint64_t Registry::overflows() const {
-  std::lock_guard lock(mu_);
-  return overflows_;
+int Registry::take_slot() noexcept {
+  // Each thread starts where it last found a free slot, so threads rarely race for one word.
+  thread_local size_t t_hint = 0;
+  for (size_t n = 0; n < in_use_words_; ++n) {
+    const size_t w = (t_hint + n) % in_use_words_;
+    uint64_t bits = in_use_[w].load(std::memory_order_relaxed);
+    while (bits != ~uint64_t{0}) {
+      const int bit = std::countr_one(bits);
+      // Acquire: the previous holder's writes to the slot come before ours.
+      if (in_use_[w].compare_exchange_weak(bits, bits | (uint64_t{1} << bit),
+                                           std::memory_order_acquire, std::memory_order_relaxed)) {
+        t_hint = w;
+        return static_cast<int>(w * 64) + bit;
+      }
+    }
+  }
+  overflows_.fetch_add(1, std::memory_order_relaxed);
+  return -1;
 }
+
+uint64_t Registry::overflows() const { return overflows_.load(std::memory_order_relaxed); }
 
 RegistrySnapshot Registry::read(const std::string& dir) {
   RegistrySnapshot snap;

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "../support/temp_dir.hpp"
 
@@ -66,6 +69,85 @@ TEST(RegistryTest, OverflowIsCountedNotFatal) {
   reg->clear(a);
   EXPECT_GE(reg->publish(who, "d", Mode::kShared), 0);
   reg->clear(b);
+}
+
+TEST(RegistryTest, EverySlotIsUsableAndNoMore) {
+  // Slot counts around the 64-slot words of the in-use bitmap.
+  for (size_t slots : {1u, 63u, 64u, 65u, 130u}) {
+    TempDir dir;
+    std::error_code ec;
+    auto reg = Registry::create(dir.path(), slots, ec);
+    ASSERT_TRUE(reg) << ec.message();
+    HolderInfo who;
+    std::vector<int> taken;
+    for (size_t i = 0; i < slots; ++i) {
+      const int slot = reg->publish(who, "n/" + std::to_string(i), Mode::kShared);
+      ASSERT_GE(slot, 0) << slots << " slots, publish " << i;
+      ASSERT_LT(static_cast<size_t>(slot), slots);
+      taken.push_back(slot);
+    }
+    std::sort(taken.begin(), taken.end());
+    EXPECT_EQ(std::adjacent_find(taken.begin(), taken.end()), taken.end()) << "a slot given twice";
+    EXPECT_EQ(reg->publish(who, "one-too-many", Mode::kShared), -1) << slots << " slots";
+    EXPECT_EQ(reg->overflows(), 1u);
+    EXPECT_EQ(Registry::read(dir.path()).entries.size(), slots);
+    for (int slot : taken) reg->clear(slot);
+    EXPECT_TRUE(Registry::read(dir.path()).entries.empty());
+  }
+}
+
+TEST(RegistryTest, AReusedSlotShowsOnlyTheNewRecord) {
+  // Only the words up to each field's NUL are written: a short record in a slot that held a
+  // long one must not show the old record's tail.
+  TempDir dir;
+  std::error_code ec;
+  auto reg = Registry::create(dir.path(), 1, ec);
+  ASSERT_TRUE(reg);
+  HolderInfo long_who{.request_id = std::string(39, 'r'),
+                      .method = "PROPPATCH",
+                      .path = "/" + std::string(150, 'p'),
+                      .client_address = std::string(63, 'c')};
+  reg->clear(reg->publish(long_who, std::string(200, 'n'), Mode::kExclusive));
+  HolderInfo short_who{.request_id = "r", .method = "GET", .path = "/", .client_address = "c"};
+  const int slot = reg->publish(short_who, "n", Mode::kShared);
+  ASSERT_EQ(slot, 0);
+  RegistrySnapshot snap = Registry::read(dir.path());
+  ASSERT_EQ(snap.entries.size(), 1u);
+  const RegistryEntry& e = snap.entries[0];
+  EXPECT_EQ(e.name, "n");
+  EXPECT_EQ(e.request_id, "r");
+  EXPECT_EQ(e.method, "GET");
+  EXPECT_EQ(e.path, "/");
+  EXPECT_EQ(e.client_address, "c");
+  EXPECT_EQ(e.mode, Mode::kShared);
+  reg->clear(slot);
+}
+
+TEST(RegistryTest, ThreadsNeverShareASlot) {
+  TempDir dir;
+  std::error_code ec;
+  constexpr size_t kSlots = 70;
+  auto reg = Registry::create(dir.path(), kSlots, ec);
+  ASSERT_TRUE(reg);
+  std::vector<std::atomic<int>> owner(kSlots);
+  std::atomic<int> shared_slots{0};
+  std::vector<std::thread> threads;
+  for (int t = 1; t <= 8; ++t) {
+    threads.emplace_back([&, t] {
+      HolderInfo who;
+      for (int i = 0; i < 5000; ++i) {
+        const int slot = reg->publish(who, "t", Mode::kShared);
+        if (slot < 0) continue;
+        if (owner[static_cast<size_t>(slot)].exchange(t) != 0) shared_slots.fetch_add(1);
+        owner[static_cast<size_t>(slot)].store(0);
+        reg->clear(slot);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(shared_slots.load(), 0);
+  EXPECT_EQ(reg->overflows(), 0u);  // 8 threads hold at most 8 of the 70 slots
+  EXPECT_TRUE(Registry::read(dir.path()).entries.empty());
 }
 
 TEST(RegistryTest, FilesOfDeadOwnersAreRemoved) {
