@@ -4,10 +4,41 @@
 #include "lock/lock_context.hpp"
 
 namespace kagi::lock {
+namespace detail {
+namespace {
 
-Guard::Guard() = default;
+// A few released HeldLocks per thread, ready for the next acquire, which sets every field
+// (their name strings keep their capacity). Freed when the thread ends.
+struct SpareHeldLocks {
+  static constexpr size_t kMax = 8;
+  HeldLock* items[kMax];
+  size_t count = 0;
+  bool closed = false;  // the thread is exiting: guards destroyed after this free directly
+  ~SpareHeldLocks() {
+    while (count > 0) delete items[--count];
+    closed = true;
+  }
+};
+thread_local SpareHeldLocks t_spares;
 
-Guard::Guard(std::unique_ptr<detail::HeldLock> held) : held_(std::move(held)) {}
+}  // namespace
+
+void HeldLockRecycle::operator()(HeldLock* held) const noexcept {
+  if (t_spares.closed || t_spares.count == SpareHeldLocks::kMax) {
+    delete held;
+    return;
+  }
+  t_spares.items[t_spares.count++] = held;
+}
+
+HeldLockPtr make_held_lock() {
+  if (!t_spares.closed && t_spares.count > 0) return HeldLockPtr(t_spares.items[--t_spares.count]);
+  return HeldLockPtr(new HeldLock);
+}
+
+}  // namespace detail
+
+Guard::Guard(detail::HeldLockPtr held) : held_(std::move(held)) {}
 
 Guard::Guard(Guard&& other) noexcept = default;
 

@@ -21,11 +21,17 @@ namespace kagi::lock {
 
 namespace detail {
 struct HeldLock;  // one held lock: owned by its guard, listed by its LockContext
-}
+// Deleting a HeldLock keeps a few per thread for the next acquire (no malloc/free per lock).
+struct HeldLockRecycle {
+  void operator()(HeldLock* held) const noexcept;
+};
+using HeldLockPtr = std::unique_ptr<HeldLock, HeldLockRecycle>;
+HeldLockPtr make_held_lock();
+}  // namespace detail
 
 class Guard {
  public:
-  Guard();  // out of line: HeldLock is only complete in the .cpp
+  Guard() = default;
   Guard(Guard&&) noexcept;
   Guard& operator=(Guard&&) noexcept;
   Guard(const Guard&) = delete;
@@ -54,12 +60,12 @@ class Guard {
   explicit operator bool() const { return held(); }
 
  protected:
-  explicit Guard(std::unique_ptr<detail::HeldLock> held);
+  explicit Guard(detail::HeldLockPtr held);
 
  private:
   friend class LockContext;
   friend class LockSet;
-  std::unique_ptr<detail::HeldLock> held_;
+  detail::HeldLockPtr held_;
 };
 
 // Held in shared mode: lets its holder read the data the lock protects.

@@ -111,8 +111,8 @@ class LockContext {
   friend class Guard;
   // `started` is when the caller began (read once; the deadline is usually derived from it).
   std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point started,
-                              Clock::time_point deadline, bool try_only,
-                              std::unique_ptr<detail::HeldLock>& out, std::string* why) noexcept;
+                              Clock::time_point deadline, bool try_only, detail::HeldLockPtr& out,
+                              std::string* why) noexcept;
   std::error_code check_order(std::string_view name, std::string* why) noexcept;
   [[noreturn]] void raise(std::error_code ec, std::string_view name, Clock::time_point started,
                           const std::string& why) const;

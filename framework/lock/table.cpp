@@ -216,9 +216,10 @@ void LockTable::unref_locked(Shard& shard, Entry* e) {
   }
 }
 
-std::error_code LockTable::ensure_file(Shard& shard, std::unique_lock<std::mutex>& lock, Entry* e,
-                                       Mode mode, Clock::time_point deadline, bool try_only,
-                                       bool* contended) {
+// Inlined into acquire/try_acquire: one frame less above the flock (see LOCKING.md).
+[[gnu::always_inline]] inline std::error_code LockTable::ensure_file(
+    Shard& shard, std::unique_lock<std::mutex>& lock, Entry* e, Mode mode,
+    Clock::time_point deadline, bool try_only, bool* contended) {
   (void)shard;
   if (!files_) return {};
   for (;;) {
@@ -321,7 +322,8 @@ std::error_code LockTable::try_acquire(std::string_view name, Mode mode, Grant& 
   return {};
 }
 
-void LockTable::release_locked(Shard& shard, Entry* e, Mode mode) {
+// Inlined into its callers: one frame less above the flock (see LOCKING.md).
+[[gnu::always_inline]] inline void LockTable::release_locked(Shard& shard, Entry* e, Mode mode) {
   if (mode == Mode::kExclusive) {
     e->exclusive = false;
   } else {

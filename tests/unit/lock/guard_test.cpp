@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "service_fixture.hpp"
 
 namespace kagi::lock {
@@ -52,6 +54,63 @@ TEST_F(GuardTest, MovesTransferTheLock) {
   c = std::move(b);             // c's own lock ("n") is released first
   EXPECT_EQ(c.name(), "m");
   EXPECT_EQ(ctx->held_count(), 1u);
+}
+
+TEST_F(GuardTest, ARecycledLockRecordStartsClean) {
+  // Released lock records are kept per thread and reused: each new guard must describe its
+  // own lock only (name, mode, epoch, registry entry), never the previous one's.
+  auto ctx = request("r");
+  uint64_t last_epoch = 0;
+  for (int i = 0; i < 40; ++i) {
+    const std::string name = "recycle/" + std::to_string(i % 5) + std::string(i % 3 * 20, 'x');
+    const bool exclusive = i % 2 == 0;
+    Guard g = exclusive ? Guard(ctx->exclusive(name)) : Guard(ctx->shared(name));
+    EXPECT_TRUE(g.held());
+    EXPECT_EQ(g.name(), name);
+    EXPECT_EQ(g.mode(), exclusive ? Mode::kExclusive : Mode::kShared);
+    EXPECT_GT(g.epoch(), last_epoch);
+    last_epoch = g.epoch();
+    RegistrySnapshot snap = service_->snapshot();
+    ASSERT_EQ(snap.entries.size(), 1u);
+    EXPECT_EQ(snap.entries[0].name, name);
+    EXPECT_FALSE(snap.entries[0].waiting);
+    if (i % 7 == 3) continue;  // left to the end of the loop body's scope
+    g.release();
+    EXPECT_TRUE(service_->snapshot().entries.empty());
+  }
+  EXPECT_EQ(ctx->held_count(), 0u);
+  EXPECT_EQ(service_->active_names(), 0u);
+  // A guard that outlived its request and is destroyed after a newer lock reused its record's
+  // neighbours does not disturb the newer lock.
+  ExclusiveGuard kept;
+  {
+    auto old_ctx = request("old");
+    kept = old_ctx->exclusive("recycle/kept");
+  }
+  auto next = request("next");
+  ExclusiveGuard fresh = next->exclusive("recycle/fresh");
+  kept = ExclusiveGuard();
+  EXPECT_TRUE(fresh.held());
+  EXPECT_EQ(fresh.name(), "recycle/fresh");
+  EXPECT_EQ(next->held_count(), 1u);
+}
+
+TEST_F(GuardTest, AFailedTryOnARecycledRecordLeavesOtherEntriesAlone) {
+  auto a = request("a");
+  auto b = request("b");
+  auto c = request("c");
+  ExclusiveGuard x = a->exclusive("recycle/x");  // registry slot 0
+  {
+    ExclusiveGuard y1 = b->exclusive("recycle/y1");  // slot 1
+    ExclusiveGuard y2 = b->exclusive("recycle/y2");  // slot 2
+    y1.release();                                    // spares: y1's record, then y2's on top
+  }
+  ExclusiveGuard z = c->exclusive("recycle/z");  // y2's record, and the lowest free slot: 1
+  // Reuses y1's record (whose slot was 1), fails, and must unpublish nothing.
+  EXPECT_FALSE(b->try_exclusive("recycle/x"));
+  RegistrySnapshot snap = service_->snapshot();
+  ASSERT_EQ(snap.entries.size(), 2u);
+  EXPECT_TRUE(snap.entries[0].name == "recycle/z" || snap.entries[1].name == "recycle/z");
 }
 
 TEST_F(GuardTest, GuardDoesNotOutliveItsRequest) {
