@@ -67,11 +67,18 @@ size_t copy_field(char* to, size_t size, std::string_view from) {
 // The payload words that carry data (a bit per word).
 struct WordSet {
   uint64_t bits = 0;
-  void add(size_t offset, size_t bytes) {
+  constexpr void add(size_t offset, size_t bytes) {
     for (size_t w = offset / 8; w < (offset + bytes + 7) / 8; ++w) bits |= uint64_t{1} << w;
   }
 };
 static_assert(kWords <= 64, "WordSet has a bit per payload word");
+
+// The words before `name`: time, thread, pid, mode and state (word 2 also holds name's start).
+constexpr WordSet kHeadWords = [] {
+  WordSet head;
+  head.add(0, offsetof(Payload, name));
+  return head;
+}();
 
 int64_t realtime_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -79,18 +86,9 @@ int64_t realtime_ns() {
       .count();
 }
 
-void write_words(Slot* s, const uint64_t* words, size_t first, size_t count) {
-  // Release stores keep the odd mark ahead of every word (no fences: GCC's TSan lacks them);
-  // on x86 these are plain moves.
-  const uint64_t seq = s->seq.load(std::memory_order_relaxed);
-  s->seq.store(seq + 1, std::memory_order_relaxed);
-  for (size_t i = first; i < first + count; ++i) {
-    s->words[i].store(words[i], std::memory_order_release);
-  }
-  s->seq.store(seq + 2, std::memory_order_release);
-}
-
-// Writes the payload's words named in `used` under one odd/even sequence step.
+// Writes the payload's words named in `used` under one odd/even sequence step. Release stores
+// keep the odd mark ahead of every word (no fences: GCC's TSan lacks them); on x86 these are
+// plain moves.
 void write_payload(Slot* s, const Payload& p, WordSet used) {
   const uint64_t seq = s->seq.load(std::memory_order_relaxed);
   s->seq.store(seq + 1, std::memory_order_relaxed);
@@ -102,6 +100,19 @@ void write_payload(Slot* s, const Payload& p, WordSet used) {
     s->words[i].store(word, std::memory_order_release);
   }
   s->seq.store(seq + 2, std::memory_order_release);
+}
+
+// The head words of a slot this process owns. Only the owner writes a slot, so it reads its
+// own words without the seqlock; the rest of the returned payload is left unset.
+Payload read_own_head(const Slot* s) {
+  Payload head;
+  char* bytes = reinterpret_cast<char*>(&head);
+  for (uint64_t bits = kHeadWords.bits; bits != 0; bits &= bits - 1) {
+    const size_t i = static_cast<size_t>(std::countr_zero(bits));
+    const uint64_t word = s->words[i].load(std::memory_order_relaxed);
+    std::memcpy(bytes + i * 8, &word, sizeof word);
+  }
+  return head;
 }
 
 // Copies a consistent record out of a slot; false if it kept changing.
@@ -209,8 +220,7 @@ int Registry::publish(const HolderInfo& who, std::string_view name, Mode mode,
   p.state = state == State::kHeld ? kHeld : kWaiting;
   // Only the words up to each field's terminating NUL are written: readers stop there, and
   // most names and paths are short, so this stores ~15 of the 62 words.
-  WordSet used;
-  used.add(0, offsetof(Payload, name));
+  WordSet used = kHeadWords;
   used.add(offsetof(Payload, name), copy_field(p.name, sizeof p.name, name));
   used.add(offsetof(Payload, request_id),
            copy_field(p.request_id, sizeof p.request_id, who.request_id));
@@ -224,27 +234,18 @@ int Registry::publish(const HolderInfo& who, std::string_view name, Mode mode,
 void Registry::mark_held(int slot, Clock::time_point since) noexcept {
   if (slot < 0) return;
   Slot* s = slot_at(map_, static_cast<size_t>(slot));
-  // Only this slot's owner writes it, so it may read its own words without the seqlock.
-  uint64_t words[3];
-  for (size_t i = 0; i < 3; ++i) words[i] = s->words[i].load(std::memory_order_relaxed);
-  Payload head;
-  std::memcpy(&head, words, sizeof words);
+  Payload head = read_own_head(s);
   head.since_ns = to_realtime_ns(since);
   head.state = kHeld;
-  std::memcpy(words, &head, sizeof words);
-  write_words(s, words, 0, 3);
+  write_payload(s, head, kHeadWords);
 }
 
 void Registry::clear(int slot) noexcept {
   if (slot < 0) return;
   Slot* s = slot_at(map_, static_cast<size_t>(slot));
-  uint64_t words[3];
-  for (size_t i = 0; i < 3; ++i) words[i] = s->words[i].load(std::memory_order_relaxed);
-  Payload head;
-  std::memcpy(&head, words, sizeof words);
+  Payload head = read_own_head(s);
   head.state = kFree;
-  std::memcpy(words, &head, sizeof words);
-  write_words(s, words, 0, 3);
+  write_payload(s, head, kHeadWords);
   // Release: the next taker's writes come after ours.
   in_use_[static_cast<size_t>(slot) / 64].fetch_and(~(uint64_t{1} << (slot % 64)),
                                                     std::memory_order_release);
@@ -253,8 +254,8 @@ void Registry::clear(int slot) noexcept {
 int Registry::take_slot() noexcept {
   // Each thread starts where it last found a free slot, so threads rarely race for one word.
   thread_local size_t t_hint = 0;
-  for (size_t n = 0; n < in_use_words_; ++n) {
-    const size_t w = (t_hint + n) % in_use_words_;
+  size_t w = t_hint < in_use_words_ ? t_hint : 0;  // the hint may come from another registry
+  for (size_t n = 0; n < in_use_words_; ++n, w = w + 1 == in_use_words_ ? 0 : w + 1) {
     uint64_t bits = in_use_[w].load(std::memory_order_relaxed);
     while (bits != ~uint64_t{0}) {
       const int bit = std::countr_one(bits);

@@ -16,6 +16,7 @@
 #include "store/detail/log_format.hpp"
 #include "store/path.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace kagi::store {
 
@@ -337,7 +338,7 @@ Status DataDir::commit(const lock::ExclusiveGuard& guard, std::string_view path,
   int parent = open_parent(segments, true, &step);
   if (parent < 0) return open_failed(parent, "commit", path, step);
 
-  std::string temp = std::string(kTempPrefix) + std::to_string(::getpid()) + "-" +
+  std::string temp = std::string(kTempPrefix) + std::to_string(util::current_pid()) + "-" +
                      std::to_string(temp_counter.fetch_add(1, std::memory_order_relaxed));
   int fd =
       fs_.open_at(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

@@ -8,6 +8,8 @@
 #include <ctime>
 #include <string>
 
+#include "util/process.hpp"
+
 namespace kagi::util {
 namespace {
 
@@ -49,7 +51,7 @@ void log(LogLevel level, std::string_view message) {
   line += ' ';
   line += level_name(level);
   line += ' ';
-  line += std::to_string(getpid());
+  line += std::to_string(current_pid());
   line += ' ';
   // One record per line: a message must not forge further lines.
   for (char c : message) line += (c == '\n' || c == '\r') ? ' ' : c;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -57,6 +58,16 @@ class WatcherTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
+  // A watcher whose refresh answers the room's parked requests with `room` (last id 1).
+  std::unique_ptr<RoomWatcher> delivering_watcher(const std::vector<Message>& room) {
+    std::error_code ec;
+    auto watcher = std::make_unique<RoomWatcher>(
+        dir_, lot_, [this, &room](const std::string& name) { lot_.deliver(name, room, 1); }, ec);
+    EXPECT_FALSE(ec) << ec.message();
+    if (ec) return nullptr;
+    return watcher;
+  }
+
   std::string root_, dir_;
   ParkingLot lot_;
 };
@@ -65,13 +76,11 @@ class WatcherTest : public ::testing::Test {
 TEST_F(WatcherTest, AnotherProcessAppendingWakesTheRoom) {
   Answers answers;
   std::vector<Message> room{{.id = 1, .name = "ann", .text = "hi"}};
-  std::error_code ec;
-  RoomWatcher watcher(
-      dir_, lot_, [&](const std::string& name) { lot_.deliver(name, room, 1); }, ec);
-  ASSERT_FALSE(ec) << ec.message();
+  auto watcher = delivering_watcher(room);
+  ASSERT_TRUE(watcher);
   lot_.park(answers.waiter("lobby", 0, Clock::now() + 1h));
   lot_.park(answers.waiter("other", 0, Clock::now() + 1h));
-  watcher.watch();  // what a parking request does before it lets go of the room's lock
+  watcher->watch();  // what a parking request does before it lets go of the room's lock
 
   pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -86,7 +95,7 @@ TEST_F(WatcherTest, AnotherProcessAppendingWakesTheRoom) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], messages_json(room, 1));
   EXPECT_TRUE(lot_.has_waiters("other"));  // its log did not change
-  EXPECT_GE(watcher.refreshes(), 1u);
+  EXPECT_GE(watcher->refreshes(), 1u);
 }
 
 // Without parked requests nothing is watched (an append would wake the thread for nothing);
@@ -94,19 +103,17 @@ TEST_F(WatcherTest, AnotherProcessAppendingWakesTheRoom) {
 TEST_F(WatcherTest, WatchesOnlyWhileRequestsAreParked) {
   Answers answers;
   std::vector<Message> room{{.id = 1, .name = "ann", .text = "hi"}};
-  std::error_code ec;
-  RoomWatcher watcher(
-      dir_, lot_, [&](const std::string& name) { lot_.deliver(name, room, 1); }, ec);
-  ASSERT_FALSE(ec) << ec.message();
-  watcher.wake();  // one turn of the thread with nobody parked
-  for (auto until = Clock::now() + 10s; watcher.watching() && Clock::now() < until;) {
+  auto watcher = delivering_watcher(room);
+  ASSERT_TRUE(watcher);
+  watcher->wake();  // one turn of the thread with nobody parked
+  for (auto until = Clock::now() + 10s; watcher->watching() && Clock::now() < until;) {
     std::this_thread::sleep_for(1ms);
   }
-  ASSERT_FALSE(watcher.watching());
+  ASSERT_FALSE(watcher->watching());
   std::ofstream(dir_ + "/lobby.log", std::ios::app) << "unwatched";
   lot_.park(answers.waiter("lobby", 0, Clock::now() + 1h));
-  watcher.watch();
-  EXPECT_TRUE(watcher.watching());
+  watcher->watch();
+  EXPECT_TRUE(watcher->watching());
   const auto appended = Clock::now();
   std::ofstream(dir_ + "/lobby.log", std::ios::app) << "x";
   auto got = answers.await(1);

@@ -18,11 +18,18 @@ namespace {
 
 using test_support::TempDir;
 
+// A registry of `slots` slots under `dir`; null (with the reason reported) if it cannot be made.
+std::unique_ptr<Registry> create_registry(const TempDir& dir, size_t slots) {
+  std::error_code ec;
+  auto reg = Registry::create(dir.path(), slots, ec);
+  EXPECT_TRUE(reg) << ec.message();
+  return reg;
+}
+
 TEST(RegistryTest, PublishesHeldAndWaitingLocks) {
   TempDir dir;
-  std::error_code ec;
-  auto reg = Registry::create(dir.path(), 8, ec);
-  ASSERT_TRUE(reg) << ec.message();
+  auto reg = create_registry(dir, 8);
+  ASSERT_TRUE(reg);
   HolderInfo who{
       .request_id = "r1", .method = "POST", .path = "/bbs/3/post", .client_address = "192.0.2.7"};
   int waiting = reg->publish(who, "bbs/board/3", Mode::kExclusive);
@@ -58,8 +65,7 @@ TEST(RegistryTest, PublishesHeldAndWaitingLocks) {
 
 TEST(RegistryTest, OverflowIsCountedNotFatal) {
   TempDir dir;
-  std::error_code ec;
-  auto reg = Registry::create(dir.path(), 2, ec);
+  auto reg = create_registry(dir, 2);
   ASSERT_TRUE(reg);
   HolderInfo who;
   int a = reg->publish(who, "a", Mode::kShared);
@@ -75,9 +81,8 @@ TEST(RegistryTest, EverySlotIsUsableAndNoMore) {
   // Slot counts around the 64-slot words of the in-use bitmap.
   for (size_t slots : {1u, 63u, 64u, 65u, 130u}) {
     TempDir dir;
-    std::error_code ec;
-    auto reg = Registry::create(dir.path(), slots, ec);
-    ASSERT_TRUE(reg) << ec.message();
+    auto reg = create_registry(dir, slots);
+    ASSERT_TRUE(reg);
     HolderInfo who;
     std::vector<int> taken;
     for (size_t i = 0; i < slots; ++i) {
@@ -100,8 +105,7 @@ TEST(RegistryTest, AReusedSlotShowsOnlyTheNewRecord) {
   // Only the words up to each field's NUL are written: a short record in a slot that held a
   // long one must not show the old record's tail.
   TempDir dir;
-  std::error_code ec;
-  auto reg = Registry::create(dir.path(), 1, ec);
+  auto reg = create_registry(dir, 1);
   ASSERT_TRUE(reg);
   HolderInfo long_who{.request_id = std::string(39, 'r'),
                       .method = "PROPPATCH",
@@ -125,9 +129,8 @@ TEST(RegistryTest, AReusedSlotShowsOnlyTheNewRecord) {
 
 TEST(RegistryTest, ThreadsNeverShareASlot) {
   TempDir dir;
-  std::error_code ec;
   constexpr size_t kSlots = 70;
-  auto reg = Registry::create(dir.path(), kSlots, ec);
+  auto reg = create_registry(dir, kSlots);
   ASSERT_TRUE(reg);
   std::vector<std::atomic<int>> owner(kSlots);
   std::atomic<int> shared_slots{0};
@@ -159,8 +162,7 @@ TEST(RegistryTest, FilesOfDeadOwnersAreRemoved) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::ftruncate(fd, 4096), 0);
   ::close(fd);
-  std::error_code ec;
-  auto live = Registry::create(dir.path(), 4, ec);
+  auto live = create_registry(dir, 4);
   ASSERT_TRUE(live);
   RegistrySnapshot snap = Registry::read(dir.path());
   EXPECT_EQ(snap.dead_removed, 1u);
@@ -175,8 +177,7 @@ TEST(RegistryTest, FilesOfDeadOwnersAreRemoved) {
 // Readers never see a torn record while a writer keeps rewriting the slot.
 TEST(RegistryTest, ReadersSeeWholeRecords) {
   TempDir dir;
-  std::error_code ec;
-  auto reg = Registry::create(dir.path(), 1, ec);
+  auto reg = create_registry(dir, 1);
   ASSERT_TRUE(reg);
   std::atomic<bool> stop{false};
   std::thread writer([&] {
