@@ -50,6 +50,9 @@ constexpr std::array kKeys{
             "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
             "frame-ancestors 'none'; base-uri 'self'; form-action 'self'",
             0, 0, "", "Content-Security-Policy sent with every response"},
+    KeySpec{"security.secret_file", kString, "", 0, 0, "",
+            "server secret (CSRF tokens, BBS client tags), made 0600 on first start; empty = "
+            "secret.key in data.dir"},
     // test hooks: never on in production
     KeySpec{"test.routes", kBool, "false", 0, 0, "",
             "mount /_test/ routes used by the integration tests"},
