@@ -79,7 +79,7 @@ def test(env, fail):
     fail.equal(answers.count(403), len(answers), "every forged post is 403")
     fail.check(all(replaced), "every 403 replaces the planted cookie with a signed one")
     stored, _ = bbs_common.all_posts(port, "general")
-    fail.equal(stored, [], "no forged post was stored")
+    fail.equal(len(stored), 0, "no forged post was stored")
 
     # A normal browser: GET the form (cookie + hidden field), POST it back.
     page = harness.request(port, "GET", "/bbs/general/")
@@ -92,7 +92,8 @@ def test(env, fail):
         r = harness.request(port, "POST", "/bbs/general/post", body, hdrs)
         fail.equal(r.status, 303, "the browser's post is accepted")
     stored, _ = bbs_common.all_posts(port, "general")
-    fail.equal([p["body"] for p in stored], ["hello"], "only the browser's post is stored")
+    fail.check(len(stored) == 1 and stored[0]["body"] == "hello",
+               "only the browser's post is stored (%d posts)" % len(stored))
 
     fail.equal(probe.failures, [], "the reader's requests all succeeded")
     fail.check(probe.p99() is not None and probe.p99() <= P99_BOUND_MS,
