@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
+#include "app/http_error.hpp"
 #include "http/headers.hpp"
 #include "util/password.hpp"
+#include "util/random.hpp"
 
 namespace kagi::apps::admin {
 namespace {
@@ -22,7 +26,65 @@ int base64_value(char c) {
   return -1;
 }
 
+int64_t steady_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The hash an unknown user's password is checked against: one with the scheme, cost and salt
+// of the file's first entry, for a password nobody knows. Without entries (or with one
+// libxcrypt cannot read), a hash of the default scheme.
+std::string make_stand_in(const std::map<std::string, std::string>& users) {
+  const std::string password = util::random_hex(16);
+  if (!users.empty()) {
+    if (auto like = util::hash_password_like(password, users.begin()->second)) return *like;
+  }
+  return util::hash_password(password).value_or("");
+}
+
 }  // namespace
+
+LoginBackoff::LoginBackoff(int free_failures, int64_t max_wait_s, size_t max_addresses)
+    : free_failures_(free_failures), max_wait_s_(max_wait_s), max_addresses_(max_addresses) {}
+
+int64_t LoginBackoff::wait_s(const std::string& address, int64_t now_s) const {
+  std::lock_guard lock(mu_);
+  auto it = records_.find(address);
+  return it == records_.end() ? 0 : std::max<int64_t>(0, it->second.until_s - now_s);
+}
+
+void LoginBackoff::failed(const std::string& address, int64_t now_s) {
+  std::lock_guard lock(mu_);
+  auto it = records_.find(address);
+  if (it == records_.end()) {
+    if (records_.size() >= max_addresses_) {
+      auto oldest = std::min_element(
+          records_.begin(), records_.end(),
+          [](const auto& a, const auto& b) { return a.second.until_s < b.second.until_s; });
+      records_.erase(oldest);
+    }
+    it = records_.emplace(address, Record{}).first;
+  }
+  Record& r = it->second;
+  ++r.failures;
+  // The try after the last free failure waits 1 s; each failure after that doubles it.
+  const int over = r.failures - free_failures_;
+  if (over >= 0) {
+    r.until_s =
+        now_s + (over >= 30 ? max_wait_s_ : std::min<int64_t>(max_wait_s_, int64_t{1} << over));
+  }
+}
+
+void LoginBackoff::succeeded(const std::string& address) {
+  std::lock_guard lock(mu_);
+  records_.erase(address);
+}
+
+size_t LoginBackoff::size() const {
+  std::lock_guard lock(mu_);
+  return records_.size();
+}
 
 std::optional<std::string> base64_decode(std::string_view text) {
   if (text.size() % 4 != 0) return std::nullopt;
@@ -103,7 +165,8 @@ AdminAccess::AdminAccess(std::string htpasswd_path, std::vector<std::string> all
   for (const std::string& a : allow) allow_.push_back(normalize_address(a));
 }
 
-std::optional<std::string> AdminAccess::hash_for(const std::string& user) const {
+std::optional<std::string> AdminAccess::hash_for(const std::string& user,
+                                                 std::string& stand_in) const {
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) return std::nullopt;
   std::string text;
@@ -120,12 +183,15 @@ std::optional<std::string> AdminAccess::hash_for(const std::string& user) const 
     std::ostringstream ss;
     ss << in.rdbuf();
     auto users = parse_htpasswd(ss.str());
+    std::string fresh_stand_in = make_stand_in(users);  // one slow hash, outside the lock
     std::lock_guard lock(mu_);
     users_ = std::move(users);
+    stand_in_ = std::move(fresh_stand_in);
     mtime_ = st.st_mtim;
     size_ = st.st_size;
   }
   std::lock_guard lock(mu_);
+  stand_in = stand_in_;
   auto it = users_.find(user);
   if (it == users_.end()) return std::nullopt;
   return it->second;
@@ -138,15 +204,30 @@ Access AdminAccess::check(std::string_view client_address,
   bool allowed = false;
   for (const std::string& a : allow_) allowed = allowed || a == client;
   if (!allowed) return Access::kForbidden;
-  if (!authorization) return Access::kUnauthorized;
+  if (!authorization) return Access::kUnauthorized;  // a browser's first try: not a failure
+  // A backing-off address is refused before any hash: guessing costs the guesser time, and
+  // the server nothing.
+  const int64_t now = steady_now_s();
+  if (int64_t wait = backoff_.wait_s(client, now)) {
+    throw HttpError(429, "Too many failed logins from " + client + ". Please wait " +
+                             std::to_string(wait) + " seconds and try again.")
+        .with_header("Retry-After", std::to_string(wait));
+  }
   auto creds = parse_basic_auth(*authorization);
-  if (!creds) return Access::kUnauthorized;
-  auto hash = hash_for(creds->user);
-  // An unknown user still costs one bcrypt run, so timing does not tell which users exist.
-  static constexpr std::string_view kDummy =
-      "$2y$10$abcdefghijklmnopqrstuu5Pe7cpc9ghWWDUCvEtyuJzB0o1j8Sgq";
-  const bool ok = util::verify_password(creds->password, hash ? *hash : kDummy);
-  return ok && hash ? Access::kAllowed : Access::kUnauthorized;
+  bool ok = false;
+  if (creds) {
+    std::string stand_in;
+    auto hash = hash_for(creds->user, stand_in);
+    // An unknown user costs the same hash as a known one (see make_stand_in), so the time
+    // taken does not tell which user names exist.
+    ok = util::verify_password(creds->password, hash ? *hash : stand_in) && hash;
+  }
+  if (!ok) {
+    backoff_.failed(client, now);
+    return Access::kUnauthorized;
+  }
+  backoff_.succeeded(client);
+  return Access::kAllowed;
 }
 
 }  // namespace kagi::apps::admin

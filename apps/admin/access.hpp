@@ -6,10 +6,18 @@
 // do not exist); address not allowed → kForbidden (403, no password is ever checked for it);
 // missing or wrong credentials → kUnauthorized (401 with WWW-Authenticate); else kAllowed.
 // bcrypt takes tens of ms per check on purpose; no lock is held while verifying.
+//
+// Guessing is made slow and blind. Slow: an allowed address that fails kFreeFailures times
+// must then wait before each further try (1 s, doubling up to kMaxBackoffS; check() throws
+// HttpError 429 with Retry-After, before any hash), and a success clears it. Blind: an unknown
+// user name is checked against a stand-in hash made with the scheme, cost and salt of the
+// file's first entry, so it takes as long as a known user's wrong password. (Keep every entry
+// at one cost, as `htpasswd -B -C N` does; a cheaper or dearer entry would stand out.)
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,6 +48,34 @@ std::map<std::string, std::string> parse_htpasswd(std::string_view text);
 
 enum class Access { kOff, kForbidden, kUnauthorized, kAllowed };
 
+// Per-address back-off after failed logins, in a bounded table. Thread-safe.
+class LoginBackoff {
+ public:
+  // After `free_failures` failures the address waits 1 s before its next try; each further
+  // failure doubles the wait (2 s, 4 s...), at most `max_wait_s`. At most `max_addresses` are
+  // remembered: when full, the one whose wait ended longest ago is forgotten first.
+  LoginBackoff(int free_failures, int64_t max_wait_s, size_t max_addresses);
+  LoginBackoff(const LoginBackoff&) = delete;
+  LoginBackoff& operator=(const LoginBackoff&) = delete;
+
+  // Seconds `address` must still wait at `now_s` (steady seconds); 0: it may try now.
+  int64_t wait_s(const std::string& address, int64_t now_s) const;
+  void failed(const std::string& address, int64_t now_s);
+  void succeeded(const std::string& address);
+  size_t size() const;
+
+ private:
+  struct Record {
+    int failures = 0;
+    int64_t until_s = 0;  // no try before this
+  };
+  const int free_failures_;
+  const int64_t max_wait_s_;
+  const size_t max_addresses_;
+  mutable std::mutex mu_;
+  std::map<std::string, Record> records_;  // guarded by mu_
+};
+
 // Thread-safe. The htpasswd file is read again when its mtime or size changes, so an operator
 // can add a user without restarting the workers.
 class AdminAccess {
@@ -48,14 +84,18 @@ class AdminAccess {
   AdminAccess(const AdminAccess&) = delete;
   AdminAccess& operator=(const AdminAccess&) = delete;
 
+  static constexpr int kFreeFailures = 5;
+  static constexpr int64_t kMaxBackoffS = 900;
+
   bool enabled() const { return !path_.empty(); }
+  // Throws HttpError 429 (with Retry-After) while the address is backing off.
   Access check(std::string_view client_address,
                std::optional<std::string_view> authorization) const;
 
  private:
   // The hash stored for `user`, reloading the file if it changed; nullopt if unknown or the
-  // file is unreadable.
-  std::optional<std::string> hash_for(const std::string& user) const;
+  // file is unreadable. `stand_in` is set to the hash an unknown user is checked against.
+  std::optional<std::string> hash_for(const std::string& user, std::string& stand_in) const;
 
   const std::string path_;
   std::vector<std::string> allow_;  // normalized; immutable after construction
@@ -63,6 +103,8 @@ class AdminAccess {
   mutable std::map<std::string, std::string> users_;  // guarded by mu_
   mutable struct timespec mtime_ {};                  // guarded by mu_
   mutable off_t size_ = -1;                           // guarded by mu_
+  mutable std::string stand_in_;                      // guarded by mu_
+  mutable LoginBackoff backoff_{kFreeFailures, kMaxBackoffS, 4096};
 };
 
 }  // namespace kagi::apps::admin

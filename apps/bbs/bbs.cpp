@@ -4,6 +4,7 @@
 //
 //   1. check the input            (no lock: it needs no shared state)
 //   2. LOCK what the request will read and change  (bounded wait: 503 when busy)
+//      — and nothing slow while holding it: a password hash runs before or between locks
 //   3. READ it, under the lock
 //   4. MODIFY in memory
 //   5. WRITE it back: an atomic, fenced append or replace
@@ -19,6 +20,7 @@
 #include "bbs/flood.hpp"
 #include "bbs/input.hpp"
 #include "bbs/text.hpp"
+#include "bbs/throttle.hpp"
 #include "common/args.hpp"
 #include "lock/lock_context.hpp"
 #include "util/json.hpp"
@@ -34,12 +36,17 @@ using lock::Mode;
 
 // Settings read once when the board is mounted.
 struct Settings {
+  explicit Settings(const util::Secret& app_secret) : secret(app_secret) {}
+
   std::vector<std::string> boards;
   size_t keep = 1000;
   std::unique_ptr<bbs::BoardCache> cache;  // made once bbs.keep is known
   size_t page_size = 20;
   int64_t flood_interval_s = 10;
   bbs::InputLimits limits;
+  util::Secret secret;  // keys the client tags (the app's server secret)
+  // Delete attempts allowed per minute, per client and per post (bbs.delete_tries_*).
+  std::unique_ptr<bbs::AttemptLimiter> delete_per_client, delete_per_post;
 };
 
 constexpr const char* kTimeFormat = "%Y-%m-%d %H:%M UTC";
@@ -125,12 +132,17 @@ Response show(const Settings& s, Request& req, Context& ctx) {
   return render_board(ctx, s, board, state, page, nullptr, "", 200);
 }
 
+[[noreturn]] void posting_too_fast(int64_t wait_s) {
+  throw HttpError(429, "You are posting too fast. Please wait " + std::to_string(wait_s) +
+                           " seconds and send it again.")
+      .with_header("Retry-After", std::to_string(wait_s));
+}
+
 // POST /bbs/{board}/post
 Response post(const Settings& s, Request& req, Context& ctx) {
   const std::string& board = find_board(s, req);
 
-  // 1. Check the input before locking: other posters never wait for our validation, nor
-  //    for the deliberately slow password hash.
+  // 1. Check the input before locking: other posters never wait for our validation.
   bbs::Checked form = bbs::check_post(req, s.limits);
   if (form.bad_encoding) throw HttpError(400, form.error);
   if (!form.error.empty()) {
@@ -138,14 +150,28 @@ Response post(const Settings& s, Request& req, Context& ctx) {
     return render_board(ctx, s, board, bbs::read_board(*s.cache, ctx.data, guard, board), 1,
                         &form.input, form.error, 400);
   }
+  const std::string client = bbs::client_tag(req.client_address, s.secret);
+  const int64_t now = unix_now();
+  const bool flood_on = s.flood_interval_s > 0;
+
+  // The delete password's hash is slow on purpose (tens of ms of CPU), so it comes after
+  // every cheap refusal: a client posting too fast is turned away first, under a brief
+  // shared lock of its flood record, and never makes the server hash. This early answer is
+  // only a shortcut; the check that counts is repeated under the exclusive lock below (two
+  // posts of one client may both pass here).
+  if (flood_on) {
+    auto flood_lock = ctx.locks.shared(bbs::flood_lock_name(client));
+    if (int64_t wait = bbs::flood_wait_s(ctx.data, flood_lock, client, now, s.flood_interval_s)) {
+      posting_too_fast(wait);
+    }
+  }
+  // And the hash runs with NO lock held: nobody waits for it but this poster.
   std::string password_hash;
   if (!form.input.password.empty()) {
     auto hash = util::hash_password(form.input.password);
     if (!hash) throw std::runtime_error("cannot hash the delete password");
     password_hash = std::move(*hash);
   }
-  const std::string client = bbs::client_tag(req.client_address);
-  const int64_t now = unix_now();
 
   // 2. LOCK before reading. A post reads and changes two things: the board, and (flood
   //    control on) the client's flood record. Both are taken as one set, in canonical
@@ -154,7 +180,6 @@ Response post(const Settings& s, Request& req, Context& ctx) {
   //    Pitfall avoided: reading first and locking only around the write lets two posts read
   //    the same board and the second write erase the first.
   std::vector<std::pair<std::string, Mode>> names{{bbs::board_lock_name(board), Mode::kExclusive}};
-  const bool flood_on = s.flood_interval_s > 0;
   if (flood_on) names.emplace_back(bbs::flood_lock_name(client), Mode::kExclusive);
   lock::LockSet locks = ctx.locks.acquire(names);
   const lock::ExclusiveGuard& board_lock = locks.exclusive(bbs::board_lock_name(board));
@@ -163,9 +188,7 @@ Response post(const Settings& s, Request& req, Context& ctx) {
   if (flood_on) {
     const lock::ExclusiveGuard& flood_lock = locks.exclusive(bbs::flood_lock_name(client));
     if (int64_t wait = bbs::flood_wait_s(ctx.data, flood_lock, client, now, s.flood_interval_s)) {
-      throw HttpError(429, "You are posting too fast. Please wait " + std::to_string(wait) +
-                               " seconds and send it again.")
-          .with_header("Retry-After", std::to_string(wait));
+      posting_too_fast(wait);
     }
   }
   BoardState state = bbs::read_board(*s.cache, ctx.data, board_lock, board);
@@ -196,24 +219,75 @@ Response post(const Settings& s, Request& req, Context& ctx) {
 }  // 6. unlocked here, when `locks` leaves scope
 
 // POST /bbs/{board}/delete
+//
+// Checking a delete password is slow on purpose (~35 ms of CPU), and that changes the order.
+// Hashing under the board's exclusive lock would make every reader of the board queue behind
+// the hash: eight wrong guesses in parallel pushed every board page to a 190 ms median. So
+// the slow step runs with no lock at all, between two short locked sections:
+//
+//   1. check the input                          (no lock)
+//   2. LOCK shared, READ the post's hash        (readers are not held up; a copy is kept)
+//   3. throttle, then VERIFY the password       (NO lock: only this request waits for it)
+//   4. LOCK exclusive, READ again, check the post is still the one verified, MODIFY, WRITE
+//
+// Step 4 must read again: between the two locks another request may have deleted the post,
+// or compacted the board. The post is "still the one" when the same id carries the same hash
+// (ids are never reused, and the hash's salt is unique, so this cannot match a different post).
 Response remove(const Settings& s, Request& req, Context& ctx) {
+  // 1. Check the input.
   const std::string& board = find_board(s, req);
   const int64_t id = int_arg(req.field("id"), 0, 1, INT64_MAX);
   const std::string_view password = req.field("password");
+  if (password.find('\0') != std::string_view::npos) {
+    throw HttpError(400, "The delete password must not contain a NUL character.");
+  }
+  auto no_post = [&] { return HttpError(404, "There is no post " + std::to_string(id) + "."); };
+  auto find = [&](const BoardState& state) {
+    return std::find_if(state.items.begin(), state.items.end(),
+                        [&](const Post& p) { return p.id == id; });
+  };
 
-  auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));         // 2. lock
-  BoardState state = bbs::read_board(*s.cache, ctx.data, board_lock, board);  // 3. read
-  auto it = std::find_if(state.items.begin(), state.items.end(),
-                         [&](const Post& p) { return p.id == id; });
-  if (it == state.items.end()) throw HttpError(404, "There is no post " + std::to_string(id) + ".");
-  if (it->password_hash.empty() || !util::verify_password(password, it->password_hash)) {
+  // 2. LOCK shared and READ: only the stored hash is needed, copied because the board's items
+  //    are valid only while its lock is held.
+  std::string hash;
+  {
+    auto guard = ctx.locks.shared(bbs::board_lock_name(board));
+    BoardState state = bbs::read_board(*s.cache, ctx.data, guard, board);
+    auto it = find(state);
+    if (it == state.items.end()) throw no_post();
+    hash = it->password_hash;
+  }  // unlocked here, before the slow part
+  if (hash.empty()) throw HttpError(403, "This post was made without a delete password.");
+
+  // 3. Throttle, then VERIFY with no lock held. Each guess costs the server a hash, so guesses
+  //    are counted per client (CPU a single address can burn) and per post (guesses at one
+  //    password from everywhere) before any hashing; over the limit → 429 + Retry-After.
+  const int64_t now = bbs::steady_now_s();
+  int64_t wait =
+      s.delete_per_client->try_attempt(bbs::client_tag(req.client_address, s.secret), now);
+  if (!wait) wait = s.delete_per_post->try_attempt(board + "/" + std::to_string(id), now);
+  if (wait) {
+    throw HttpError(429, "Too many delete attempts. Please wait " + std::to_string(wait) +
+                             " seconds and try again.")
+        .with_header("Retry-After", std::to_string(wait));
+  }
+  if (!util::verify_password(password, hash)) {
     throw HttpError(403, "The delete password does not match.");
   }
-  std::vector<Post> kept(state.items.begin(), it);  // 4. modify
+
+  // 4. LOCK exclusive, READ again, and delete only the post that was verified.
+  auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));
+  BoardState state = bbs::read_board(*s.cache, ctx.data, board_lock, board);
+  auto it = find(state);
+  if (it == state.items.end()) throw no_post();  // deleted by someone else meanwhile
+  if (it->password_hash != hash) {
+    throw HttpError(409, "Post " + std::to_string(id) + " changed meanwhile. Please try again.");
+  }
+  std::vector<Post> kept(state.items.begin(), it);  // MODIFY
   kept.insert(kept.end(), it + 1, state.items.end());
-  bbs::replace_posts(ctx.data, board_lock, board, kept, state.last_id);  // 5. write
+  bbs::replace_posts(ctx.data, board_lock, board, kept, state.last_id);  // WRITE
   return Response::redirect("/bbs/" + board + "/");
-}
+}  // unlocked here, when `board_lock` leaves scope
 
 // GET /bbs/{board}/posts.json?since=ID&limit=N
 Response posts_json(const Settings& s, Request& req, Context& ctx) {
@@ -262,7 +336,7 @@ Response posts_json(const Settings& s, Request& req, Context& ctx) {
 }  // namespace
 
 void mount_bbs(App& app) {
-  auto s = std::make_shared<Settings>();
+  auto s = std::make_shared<Settings>(app.secret());
   const Config& conf = app.conf();
   s->boards = conf.get_strings("bbs.boards");
   s->keep = static_cast<size_t>(conf.get_int("bbs.keep"));
@@ -270,6 +344,12 @@ void mount_bbs(App& app) {
   s->page_size = static_cast<size_t>(conf.get_int("bbs.page_size"));
   s->flood_interval_s = conf.get_int("bbs.flood_interval_s");
   s->limits = bbs::InputLimits::from(conf);
+  // A table of 4096 keys is ~0.5 MiB at most; beyond it the oldest windows are forgotten.
+  constexpr size_t kThrottleKeys = 4096;
+  s->delete_per_client = std::make_unique<bbs::AttemptLimiter>(
+      conf.get_int("bbs.delete_tries_per_client"), 60, kThrottleKeys);
+  s->delete_per_post = std::make_unique<bbs::AttemptLimiter>(
+      conf.get_int("bbs.delete_tries_per_post"), 60, kThrottleKeys);
   for (const auto& board : s->boards) {
     bool ok = !board.empty() && board.size() <= 32;
     for (char c : board)

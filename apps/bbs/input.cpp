@@ -1,7 +1,5 @@
 #include "bbs/input.hpp"
 
-#include <cstdio>
-
 #include "bbs/text.hpp"
 #include "util/utf8.hpp"
 
@@ -46,8 +44,17 @@ Checked check_post(const http::Request& request, const InputLimits& limits) {
       out.bad_encoding = true;
       return out;
     }
-    *f.target = f.target == &out.input.password ? std::string(raw)
-                                                : trim(util::strip_control_chars(raw, f.multiline));
+    if (f.target == &out.input.password) {
+      if (raw.find('\0') != std::string_view::npos) {
+        out.error = "Delete password must not contain a NUL character.";
+        out.bad_encoding = true;
+        return out;
+      }
+      *f.target = std::string(raw);
+    } else {
+      *f.target = trim(util::strip_control_chars(raw, f.multiline));
+      if (!f.multiline) *f.target = trim(strip_bidi_controls(*f.target));
+    }
     if (char_count(*f.target) > f.max_chars) {
       out.error =
           std::string(f.label) + " is longer than " + std::to_string(f.max_chars) + " characters.";
@@ -62,16 +69,8 @@ Checked check_post(const http::Request& request, const InputLimits& limits) {
   return out;
 }
 
-std::string client_tag(std::string_view address) {
-  // FNV-1a, 64 bit: stable across processes and restarts (std::hash is not).
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : address) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+std::string client_tag(std::string_view address, const util::Secret& secret) {
+  return secret.tag("bbs-client", address, 8);
 }
 
 }  // namespace kagi::apps::bbs

@@ -7,6 +7,7 @@
 
 #include "config/config.hpp"
 #include "http/request.hpp"
+#include "util/secret.hpp"
 
 namespace kagi::apps::bbs {
 
@@ -24,10 +25,11 @@ struct PostInput {
   std::string password;  // the delete password, may be empty
 };
 
-// Reads fields name, subject, body, password. Invalid UTF-8 is refused (400 by the caller:
-// the returned `bad_encoding`); control characters are stripped, \r\n becomes \n, and
-// surrounding white space is trimmed. Returns "" when the input is acceptable, else a
-// message for the poster.
+// Reads fields name, subject, body, password. Invalid UTF-8, and a NUL byte in the password
+// (crypt(3) cannot hash it), are refused (400 by the caller: the returned `bad_encoding`);
+// control characters are stripped, bidi controls too from name and subject
+// (strip_bidi_controls), \r\n becomes \n, and surrounding white space is trimmed. `error` is
+// "" when the input is acceptable, else a message for the poster.
 struct Checked {
   PostInput input;
   std::string error;
@@ -35,8 +37,11 @@ struct Checked {
 };
 Checked check_post(const http::Request& request, const InputLimits& limits);
 
-// A stable, non-reversible tag for a client address (flood and duplicate checks keep no
-// addresses on disk).
-std::string client_tag(std::string_view address);
+// A stable tag for a client address (flood and duplicate checks keep no addresses on disk):
+// HMAC-SHA-256 under the server secret, 8 bytes as 16 hex characters. Keyed, because an
+// unkeyed hash of an IPv4 address is reversed by trying all 2^32 addresses in seconds; without
+// the secret the data files tell nothing about who posted. (Tags written before the key was
+// used were FNV-1a hashes; they simply stop matching, which only forgets old flood records.)
+std::string client_tag(std::string_view address, const util::Secret& secret);
 
 }  // namespace kagi::apps::bbs

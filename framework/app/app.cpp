@@ -80,6 +80,18 @@ pipeline::FinishInfo finish_info(const http::Request& request, const pipeline::S
   return info;
 }
 
+// The server secret, from security.secret_file or "secret.key" in data.dir (made there on the
+// first start). A start that cannot have it fails like a bad config, saying why.
+util::Secret load_secret(const Config& conf) {
+  std::string path = conf.get_string("security.secret_file");
+  if (path.empty()) path = conf.get_string("data.dir") + "/secret.key";
+  try {
+    return util::Secret::load_or_create(path);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(std::string("security.secret_file: ") + e.what());
+  }
+}
+
 util::LogLevel log_level(const std::string& name) {
   if (name == "debug") return util::LogLevel::kDebug;
   if (name == "warn") return util::LogLevel::kWarn;
@@ -96,7 +108,9 @@ App::App(Config conf)
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(lock::LockService::create(lock_options(conf_))),
       data_(open_data_dir(conf_)),
-      views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"))) {
+      views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"))),
+      secret_(load_secret(conf_)),
+      csrf_(secret_) {
   settings_.requests = &requests_;
   util::set_log_level(log_level(conf_.get_string("log.level")));
 }
@@ -155,9 +169,11 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   if (int status = pipeline::parse_head(request, limits_, error)) {
     return send(error_page(status, error));
   }
-  std::string token(csrf::cookie_token(request));
+  // A missing cookie, or one this server did not sign (planted by someone else), gets a fresh
+  // token; the request itself still fails the check below if it is unsafe.
+  std::string token(csrf_.cookie_token(request, info.secure));
   if (token.empty()) {
-    token = csrf::new_token();
+    token = csrf_.issue();
     info.new_csrf_token = token;
   }
 
@@ -175,7 +191,7 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
     if (int status = pipeline::parse_body(request, limits_, error)) {
       return send(error_page(status, error));
     }
-    if (!csrf::verify(request)) {
+    if (!csrf_.verify(request, info.secure)) {
       return send(error_page(403,
                              "The form's security token is missing or out of date. Reload the "
                              "page and submit it again."));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "app/context.hpp"
+#include "app/csrf.hpp"
 #include "app/request_stats.hpp"
 #include "app/responder.hpp"
 #include "app/router.hpp"
@@ -51,6 +52,8 @@ class App {
   lock::LockService& locks() { return *locks_; }
   store::DataDir& data() { return *data_; }
   view::Views& views() { return *views_; }
+  // The server secret (security.secret_file): the key of every tag an app signs or blinds.
+  const util::Secret& secret() const { return secret_; }
   // Requests finished by this process, per route and status (for /metrics).
   const RequestStats& requests() const { return requests_; }
 
@@ -85,6 +88,8 @@ class App {
   std::unique_ptr<lock::LockService> locks_;
   std::unique_ptr<store::DataDir> data_;
   std::unique_ptr<view::Views> views_;
+  util::Secret secret_;  // after data_: its default file lives in data.dir
+  csrf::Tokens csrf_;
   // Last, so it is destroyed first: route handlers may own threads (the chat's watcher) that
   // use the lock service and the data directory until they are gone.
   Router router_;

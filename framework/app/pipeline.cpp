@@ -99,7 +99,7 @@ void finish(http::Response& response, const FinishInfo& info, const Settings& se
   h.set("X-Request-Id", info.request_id);
   if (!info.new_csrf_token.empty()) {
     http::Cookie cookie;
-    cookie.name = csrf::kCookie;
+    cookie.name = csrf::cookie_name(info.secure);  // __Host- needs Secure: same condition
     cookie.value = info.new_csrf_token;
     response.cookies.push_back(std::move(cookie));
   }

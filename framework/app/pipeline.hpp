@@ -28,7 +28,7 @@ struct FinishInfo {
   std::string target;
   std::string client_address;
   bool secure = false;         // add Secure to cookies
-  std::string new_csrf_token;  // set the kagi_csrf cookie when non-empty
+  std::string new_csrf_token;  // set the CSRF cookie (csrf::cookie_name) when non-empty
   std::string route;           // the matched route (request_stats.hpp); empty: none
   std::chrono::steady_clock::time_point started;
 };

@@ -50,6 +50,9 @@ constexpr std::array kKeys{
             "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
             "frame-ancestors 'none'; base-uri 'self'; form-action 'self'",
             0, 0, "", "Content-Security-Policy sent with every response"},
+    KeySpec{"security.secret_file", kString, "", 0, 0, "",
+            "server secret (CSRF tokens, BBS client tags), made 0600 on first start; empty = "
+            "secret.key in data.dir"},
     // test hooks: never on in production
     KeySpec{"test.routes", kBool, "false", 0, 0, "",
             "mount /_test/ routes used by the integration tests"},
@@ -62,6 +65,10 @@ constexpr std::array kKeys{
     KeySpec{"bbs.max_name_chars", kInt, "64", 1, 10000, "", "longest name"},
     KeySpec{"bbs.max_subject_chars", kInt, "120", 1, 10000, "", "longest subject"},
     KeySpec{"bbs.max_body_chars", kInt, "8000", 1, 1000000, "", "longest post body"},
+    KeySpec{"bbs.delete_tries_per_client", kInt, "10", 0, 1000000, "",
+            "delete password checks per minute from one client address (0 = no limit); more → 429"},
+    KeySpec{"bbs.delete_tries_per_post", kInt, "10", 0, 1000000, "",
+            "delete password checks per minute on one post (0 = no limit); more → 429"},
     KeySpec{"chat.rooms", kStringList, "lobby", 0, 0, "", "room names"},
     KeySpec{"chat.keep", kInt, "200", 1, 1000000, "", "messages kept per room"},
     KeySpec{"admin.htpasswd", kString, "", 0, 0, "",

@@ -32,6 +32,17 @@ std::optional<std::string> hash_password(std::string_view password) {
   return std::string(out);
 }
 
+std::optional<std::string> hash_password_like(std::string_view password, std::string_view model) {
+  if (model.empty() || model[0] != '$' || password.find('\0') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  auto data = new_crypt_data();
+  std::string plain(password), setting(model);
+  const char* out = crypt_r(plain.c_str(), setting.c_str(), data.get());
+  if (!out || out[0] == '*') return std::nullopt;
+  return std::string(out);
+}
+
 bool verify_password(std::string_view password, std::string_view hash) {
   if (hash.empty() || hash[0] != '$' || password.find('\0') != std::string_view::npos) {
     return false;

@@ -15,6 +15,11 @@ namespace kagi::util {
 // install). Slow on purpose (tens of ms): hash on writes, never on page reads.
 std::optional<std::string> hash_password(std::string_view password);
 
+// A hash of `password` with the scheme, cost and salt of `model` (an existing hash), or
+// nullopt if `model` is not a setting libxcrypt accepts. For a stand-in hash that costs the
+// same to verify as `model`.
+std::optional<std::string> hash_password_like(std::string_view password, std::string_view model);
+
 // True if `password` matches `hash` (constant-time compare of the recomputed hash). False
 // for an empty, malformed or unsupported hash.
 bool verify_password(std::string_view password, std::string_view hash);

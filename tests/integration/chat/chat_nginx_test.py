@@ -20,8 +20,8 @@ Prints one line per measurement; exits 1 on the first failed check.
 import asyncio
 import json
 import os
+import re
 import resource
-import secrets
 import sys
 import time
 
@@ -29,9 +29,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Site, fcgi_get, http, wait_until  # noqa: E402
 
 ROOM = "lobby"
-TOKEN = secrets.token_hex(16)  # any well-formed token works: the cookie and header must match
-POST_HEADERS = {"Cookie": "kagi_csrf=" + TOKEN, "X-CSRF-Token": TOKEN,
-                "Content-Type": "application/json"}
+# The CSRF token: one the site signed (fetch_token), sent as cookie and header by every post.
+TOKEN = ""
+POST_HEADERS = {}
+
+
+def fetch_token(site):
+    global TOKEN, POST_HEADERS
+    status, headers, _ = asyncio.run(http(site.port, "GET", "/chat/"))
+    m = re.search(r"kagi_csrf=([0-9a-f]+)", headers.get("set-cookie", ""))
+    check(status == 200 and m, "GET /chat/ sets a kagi_csrf cookie: %d %r" % (status, headers))
+    TOKEN = m.group(1)
+    POST_HEADERS = {"Cookie": "kagi_csrf=" + TOKEN, "X-CSRF-Token": TOKEN,
+                    "Content-Type": "application/json"}
 
 
 def check(condition, message):
@@ -293,6 +303,7 @@ def main():
     sets = ["data.fsync=never", "chat.rooms=lobby,other", "test.routes=true"]
     with Site(demo, source, processes=2, threads=4, sets=sets) as site:
         try:
+            fetch_token(site)
             for phase in phases:
                 globals()["phase_" + phase](site)
         except AssertionError as e:

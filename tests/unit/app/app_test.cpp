@@ -66,6 +66,7 @@ class AppTest : public ::testing::Test {
       parked_ = ctx.defer();
       return Response::text("ignored");
     });
+    token_ = run(get("/hello")).cookies.at(0).value;  // a token this app signed
   }
   void TearDown() override {
     app_.reset();
@@ -97,11 +98,10 @@ class AppTest : public ::testing::Test {
 
   std::filesystem::path root_;
   std::unique_ptr<App> app_;
+  std::string token_;
   std::promise<void> held_, release_;
   Deferred parked_;
 };
-
-const std::string kToken = "0123456789abcdef0123456789abcdef";
 
 TEST_F(AppTest, ServesAndAddsSecurityHeaders) {
   auto r = run(get("/hello"));
@@ -121,7 +121,7 @@ TEST_F(AppTest, SetsTheCsrfCookieOnlyWhenMissing) {
   EXPECT_EQ(r.cookies[0].same_site, "Lax");
   EXPECT_FALSE(r.cookies[0].secure);
   auto with = get("/hello");
-  with.headers.add("Cookie", "kagi_csrf=" + kToken);
+  with.headers.add("Cookie", "kagi_csrf=" + token_);
   EXPECT_TRUE(run(std::move(with)).cookies.empty());
   auto https = get("/hello");
   https.https = true;
@@ -139,27 +139,27 @@ TEST_F(AppTest, NotFoundAndMethodNotAllowed) {
   auto r = run(get("/nothing"));
   EXPECT_EQ(r.status, 404);
   EXPECT_NE(r.body.find("404"), std::string::npos);
-  auto m = run(post("/hello", "", kToken));
+  auto m = run(post("/hello", "", token_));
   EXPECT_EQ(m.status, 405);
   EXPECT_EQ(m.headers.get("Allow").value_or(""), "GET, HEAD");
 }
 
 TEST_F(AppTest, PostNeedsAMatchingCsrfToken) {
   EXPECT_EQ(run(post("/form", "x=1", "")).status, 403);
-  EXPECT_EQ(run(post("/form", "x=1", kToken)).status, 403) << "cookie but no field";
-  EXPECT_EQ(run(post("/form", "x=1&_csrf=ffffffffffffffffffffffffffffffff", kToken)).status, 403);
-  auto ok = run(post("/form", "x=1&_csrf=" + kToken, kToken));
+  EXPECT_EQ(run(post("/form", "x=1", token_)).status, 403) << "cookie but no field";
+  EXPECT_EQ(run(post("/form", "x=1&_csrf=ffffffffffffffffffffffffffffffff", token_)).status, 403);
+  auto ok = run(post("/form", "x=1&_csrf=" + token_, token_));
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(ok.body, "got 1");
-  auto header = post("/form", "x=2", kToken);
-  header.headers.add("X-CSRF-Token", kToken);
+  auto header = post("/form", "x=2", token_);
+  header.headers.add("X-CSRF-Token", token_);
   EXPECT_EQ(run(std::move(header)).body, "got 2");
 }
 
 TEST_F(AppTest, BodyLimitsAndBrokenEncodings) {
-  EXPECT_EQ(run(post("/form", "x=" + std::string(2000, 'a') + "&_csrf=" + kToken, kToken)).status,
+  EXPECT_EQ(run(post("/form", "x=" + std::string(2000, 'a') + "&_csrf=" + token_, token_)).status,
             413);
-  EXPECT_EQ(run(post("/form", "x=%G1&_csrf=" + kToken, kToken)).status, 400);
+  EXPECT_EQ(run(post("/form", "x=%G1&_csrf=" + token_, token_)).status, 400);
 }
 
 TEST_F(AppTest, HandlerErrorsBecomeErrorPages) {
@@ -228,6 +228,46 @@ TEST_F(AppTest, ErrorPageEscapesItsMessage) {
   auto page = app_->error_page(400, "<script>alert(1)</script>");
   EXPECT_EQ(page.body.find("<script>"), std::string::npos);
   EXPECT_NE(page.body.find("&lt;script&gt;"), std::string::npos);
+}
+
+// A cookie planted by someone else (a sibling subdomain, a plain-HTTP man in the middle) with
+// the same value in the form: the value has the right shape but no signature of this server.
+TEST_F(AppTest, PlantedUnsignedCookieIsRefusedAndReplaced) {
+  const std::string planted = std::string(64, 'a');
+  auto r = run(post("/form", "x=1&_csrf=" + planted, planted));
+  EXPECT_EQ(r.status, 403);
+  ASSERT_EQ(r.cookies.size(), 1u) << "the planted cookie is replaced";
+  EXPECT_NE(r.cookies[0].value, planted);
+  EXPECT_EQ(r.cookies[0].value.size(), 64u);
+  // The token of the old format (32 hex, unsigned) is refused the same way.
+  const std::string old = "0123456789abcdef0123456789abcdef";
+  EXPECT_EQ(run(post("/form", "x=1&_csrf=" + old, old)).status, 403);
+  // A signed token with one character of its signature changed is refused.
+  std::string tampered = token_;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  EXPECT_EQ(run(post("/form", "x=1&_csrf=" + tampered, tampered)).status, 403);
+  EXPECT_EQ(run(post("/form", "x=1&_csrf=" + token_, token_)).status, 200);
+}
+
+TEST_F(AppTest, HttpsUsesTheHostPrefixedCookie) {
+  auto https_get = get("/hello");
+  https_get.https = true;
+  auto r = run(std::move(https_get));
+  ASSERT_EQ(r.cookies.size(), 1u);
+  EXPECT_EQ(r.cookies[0].name, "__Host-kagi_csrf");
+  EXPECT_TRUE(r.cookies[0].secure);
+  EXPECT_EQ(r.cookies[0].path, "/");
+  const std::string secure_token = r.cookies[0].value;
+
+  auto ok = post("/form", "x=1&_csrf=" + secure_token, "");
+  ok.https = true;
+  ok.headers.add("Cookie", "__Host-kagi_csrf=" + secure_token);
+  EXPECT_EQ(run(std::move(ok)).status, 200);
+  // Over HTTPS the plain-named cookie counts for nothing, even holding a signed token: it is
+  // the one a sibling subdomain or a plain-HTTP page could have set.
+  auto plain = post("/form", "x=1&_csrf=" + token_, token_);
+  plain.https = true;
+  EXPECT_EQ(run(std::move(plain)).status, 403);
 }
 
 }  // namespace

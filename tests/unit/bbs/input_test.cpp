@@ -47,11 +47,41 @@ TEST(Input, InvalidUtf8IsABadEncoding) {
   EXPECT_TRUE(check_post(form("a", "", "\xc0\xaf"), kLimits).bad_encoding) << "overlong";
 }
 
+const util::Secret kKey = util::Secret::from_bytes(std::string(32, 'k'));
+
 TEST(Input, ClientTagsAreStableAndDistinct) {
-  EXPECT_EQ(client_tag("127.0.0.1"), client_tag("127.0.0.1"));
-  EXPECT_NE(client_tag("127.0.0.1"), client_tag("127.0.0.2"));
-  EXPECT_EQ(client_tag("::1").size(), 16u);
-  EXPECT_EQ(client_tag("127.0.0.1").find("127"), std::string::npos);
+  EXPECT_EQ(client_tag("127.0.0.1", kKey), client_tag("127.0.0.1", kKey));
+  EXPECT_NE(client_tag("127.0.0.1", kKey), client_tag("127.0.0.2", kKey));
+  EXPECT_EQ(client_tag("::1", kKey).size(), 16u) << "the format the data files use";
+  EXPECT_EQ(client_tag("127.0.0.1", kKey).find("127"), std::string::npos);
+}
+
+// An unkeyed hash of an IPv4 address is reversed by hashing all 2^32 addresses. Keyed by the
+// server secret, the same address gives an unrelated tag on every site, so the data files
+// alone do not give the addresses away.
+TEST(Input, ClientTagsAreKeyedByTheServerSecret) {
+  const util::Secret other = util::Secret::from_bytes(std::string(32, 'o'));
+  for (const char* address : {"127.0.0.1", "192.0.2.7", "::1"}) {
+    EXPECT_NE(client_tag(address, kKey), client_tag(address, other)) << address;
+  }
+}
+
+TEST(Input, NulInTheDeletePasswordIsABadEncoding) {
+  Checked c = check_post(form("a", "", "x", std::string("pw\0rest", 7)), kLimits);
+  EXPECT_TRUE(c.bad_encoding);
+  EXPECT_NE(c.error.find("NUL"), std::string::npos) << c.error;
+}
+
+TEST(Input, BidiControlsAreStrippedFromNameAndSubjectButNotBody) {
+  // "ab" + RIGHT-TO-LEFT OVERRIDE + "cd", and the other controls around a subject.
+  Checked c =
+      check_post(form("ab\u202Ecd", "\u2066x\u2069\u200Ey\u200F\u061C", "r\u200Fs"), kLimits);
+  EXPECT_EQ(c.error, "");
+  EXPECT_EQ(c.input.name, "abcd");
+  EXPECT_EQ(c.input.subject, "xy");
+  EXPECT_EQ(c.input.body, "r\u200Fs") << "right-to-left writers need the marks in their text";
+  // A name of only controls is empty, so it becomes Anonymous.
+  EXPECT_EQ(check_post(form("\u202E\u202D", "", "x"), kLimits).input.name, "Anonymous");
 }
 
 }  // namespace
