@@ -11,6 +11,12 @@
 //   who       presence lives under its OWN lock, so keeping it current never makes a writer
 //             or a reader of the room wait.
 //
+// And three limits, because the chat is open to anyone: a say takes a token from its
+// client's bucket (flood.hpp: host-wide, 429 beyond chat.say_per_minute), a poll parks only
+// while its process and its client have places left (chat.max_waiters,
+// chat.max_waiters_per_client: 429 beyond), and only a request that carries the page's CSRF
+// token marks a name present.
+//
 // Wake-ups cross processes through the filesystem the rooms live in (see watcher.hpp): a
 // message appended by any process of the host completes the parked requests of every process.
 #include "chat/chat.hpp"
@@ -23,7 +29,10 @@
 #include <ctime>
 #include <memory>
 
+#include "app/csrf.hpp"
 #include "app/http_error.hpp"
+#include "chat/bidi.hpp"
+#include "chat/flood.hpp"
 #include "chat/json_body.hpp"
 #include "chat/parking.hpp"
 #include "chat/presence.hpp"
@@ -50,11 +59,14 @@ constexpr size_t kMaxNameBytes = 64;
 constexpr size_t kMaxTextBytes = 2000;
 constexpr size_t kPageMessages = 50;  // messages shown on the room page
 constexpr int64_t kMaxWaitS = 30;     // a long-poll waits at most this long
+// Retry-After of a poll refused for want of a place: parked polls leave within kMaxWaitS, most
+// much sooner; a browser tab polls again after this.
+constexpr int64_t kPollRetryAfterS = 5;
 
 // The chat's state for the life of the process: settings read once at mount, the parked
 // long-polls, and the watcher thread that finishes them.
 struct Chat {
-  explicit Chat(App& a) : app(a) {}
+  Chat(App& a, ParkingLot::Limits limits) : app(a), lot(limits) {}
   ~Chat() {
     // Stop the timers first, then answer whoever still waits: no request is left hanging.
     watcher.reset();
@@ -66,6 +78,7 @@ struct Chat {
   App& app;
   std::vector<std::string> rooms;
   size_t keep = 200;
+  chat::SayLimit say_limit;                // per_minute 0: no flood control
   std::unique_ptr<chat::RoomCache> cache;  // made once chat.keep is known
   chat::PresenceMemo presence;
   ParkingLot lot;
@@ -96,6 +109,32 @@ std::string clean_line(std::string_view field, std::string_view what, size_t max
                              " bytes; shorten it and send it again.");
   }
   return text;
+}
+
+// A name: a clean line without bidirectional controls (see bidi.hpp). Validated before
+// stripping: removing bytes must not turn broken UTF-8 into something that passes.
+std::string clean_name(std::string_view field) {
+  if (!util::valid_utf8(field)) throw HttpError(400, "The name is not valid UTF-8.");
+  return clean_line(chat::strip_bidi_controls(field), "The name", kMaxNameBytes);
+}
+
+// The chat's API (say, messages, who) answers errors in JSON, {"error":"what and what to
+// do"}, with the status and headers (Retry-After) of the HttpError; pages keep HTML errors.
+Response json_error(const HttpError& e) {
+  util::JsonWriter w;
+  w.begin_object().key("error").value(std::string_view(e.what())).end_object();
+  Response r = Response::json(w.take(), e.status());
+  for (const auto& [name, value] : e.headers().items()) r.headers.set(name, value);
+  r.headers.set("Cache-Control", "no-store");
+  return r;
+}
+
+// A browser's own form submission (no script) wants pages back, not JSON.
+bool wants_html(const Request& req) {
+  std::string_view type = req.headers.get("Content-Type").value_or("");
+  if (type.starts_with("application/json")) return false;
+  std::string_view accept = req.headers.get("Accept").value_or("");
+  return accept.starts_with("text/html");
 }
 
 // A long-poll's answer: never cached, never held back by a buffering proxy.
@@ -174,7 +213,7 @@ Response show(const Chat& c, Request& req, Context& ctx) {
       dict.add_section("WHO").set("NAME", name);
     }
   }
-  dict.set("FORM_NAME", clean_line(req.arg("name"), "The name", kMaxNameBytes));
+  dict.set("FORM_NAME", clean_name(req.arg("name")));
   return ctx.render("chat/room.html", dict);
 }
 
@@ -199,11 +238,11 @@ SayInput read_say(const Request& req) {
       auto it = members->find(key);
       return it == members->end() ? std::string_view() : std::string_view(it->second);
     };
-    in.name = clean_line(field("name"), "The name", kMaxNameBytes);
+    in.name = clean_name(field("name"));
     in.text = clean_line(field("text"), "The message", kMaxTextBytes);
     in.json = true;
   } else {
-    in.name = clean_line(req.field("name"), "The name", kMaxNameBytes);
+    in.name = clean_name(req.field("name"));
     in.text = clean_line(req.field("text"), "The message", kMaxTextBytes);
   }
   if (in.text.empty()) throw HttpError(400, "The message is empty; type something to say.");
@@ -211,19 +250,35 @@ SayInput read_say(const Request& req) {
   return in;
 }
 
-// A browser's own form submission (no script) wants the room page back, not JSON.
-bool wants_html(const Request& req, const SayInput& in) {
-  if (in.json) return false;
-  std::string_view accept = req.headers.get("Accept").value_or("");
-  return accept.starts_with("text/html");
+// Takes one token from the client's bucket, or throws 429 with Retry-After. The bucket is
+// host-wide (a file under its own lock, flood.hpp); the lock is let go before the room's is
+// taken, so a say never holds two chat locks. A say refused later (503, a failed write) has
+// spent its token anyway: the limit counts attempts.
+void take_say_token(const Chat& c, const Request& req, Context& ctx) {
+  if (c.say_limit.per_minute == 0) return;
+  const std::string tag = chat::client_tag(req.client_address);
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  auto bucket = ctx.locks.exclusive(chat::flood_lock_name(tag));                  // lock
+  const std::string text = ctx.data.read(bucket, chat::flood_path(tag)).value();  // read
+  chat::SayVerdict verdict = chat::take_say(text, tag, now_ms, c.say_limit);      // modify
+  if (!verdict.allowed) {
+    throw HttpError(429, "You are sending messages too fast. Wait " +
+                             std::to_string(verdict.retry_after_s) + " s and send it again.")
+        .with_header("Retry-After", std::to_string(verdict.retry_after_s));
+  }
+  ctx.data.commit(bucket, chat::flood_path(tag), verdict.new_text).check();  // write
 }
 
 // POST /chat/{room}/say
 Response say(Chat& c, Request& req, Context& ctx) {
   const std::string& room = find_room(c, req);
 
-  // 1. Check the input before locking: nobody waits for our validation.
+  // 1. Check the input before locking: nobody waits for our validation. Then the flood
+  //    control: its own lock, taken and let go before the room's.
   SayInput in = read_say(req);
+  take_say_token(c, req, ctx);
   const int64_t now = unix_now();
 
   std::vector<Message> recent;
@@ -253,7 +308,7 @@ Response say(Chat& c, Request& req, Context& ctx) {
   if (!recent.empty()) c.lot.deliver(room, recent, id);
   note_presence(c, ctx, room, in.name, now);
 
-  if (wants_html(req, in)) {
+  if (wants_html(req)) {
     std::string back = "/chat/" + room + "/";
     if (in.name != "Anonymous") back += "?name=" + http::percent_encode(in.name);
     return Response::redirect(back);
@@ -271,7 +326,11 @@ Response messages(Chat& c, Request& req, Context& ctx) {
   const int64_t since = int_arg(req.arg("since"), 0, 0, INT64_MAX);
   const int64_t wait_s = std::min(int_arg(req.arg("wait"), 0, 0, INT64_MAX), kMaxWaitS);
   const int64_t now = unix_now();
-  note_presence(c, ctx, room, clean_line(req.arg("name"), "The name", kMaxNameBytes), now);
+  // Presence only from the page's own script: it sends the CSRF token in X-CSRF-Token, which
+  // another site cannot read, so a link or an <img> elsewhere cannot mark anyone present.
+  // Without the token the poll is answered the same, it just does not count as presence.
+  const std::string name = clean_name(req.arg("name"));
+  if (csrf::verify(req)) note_presence(c, ctx, room, name, now);
 
   // LOCK shared: any number of pollers read the room at once; only a writer excludes them.
   auto guard = ctx.locks.shared(chat::room_lock_name(room));
@@ -287,15 +346,29 @@ Response messages(Chat& c, Request& req, Context& ctx) {
   // one, so no message can be stored between our read and our parking: the next message
   // is sure to find us in the lot. Returning releases the lock and frees this thread.
   Deferred later = ctx.defer();
-  const bool earliest = c.lot.park(ParkingLot::Waiter{
+  const ParkingLot::ParkResult parked = c.lot.park(ParkingLot::Waiter{
       .room = room,
+      .client = req.client_address,
       .since = since,
       .deadline = ParkingLot::Clock::now() + std::chrono::seconds(wait_s),
       .complete =
           [later](std::string json) { return later.complete(poll_answer(std::move(json))); },
       .gone = [later] { return later.client_gone(); }});
+  if (parked.admission != ParkingLot::Admission::kParked) {
+    // No place left: the lot kept nothing, so we answer the request we deferred ourselves.
+    const bool lot_full = parked.admission == ParkingLot::Admission::kLotFull;
+    later.complete(json_error(
+        HttpError(429, lot_full ? "The chat has too many clients waiting for news right now. "
+                                  "Poll again in " +
+                                      std::to_string(kPollRetryAfterS) + " s."
+                                : "Your address has too many polls waiting already. Close "
+                                  "other chat tabs, or poll again in " +
+                                      std::to_string(kPollRetryAfterS) + " s.")
+            .with_header("Retry-After", std::to_string(kPollRetryAfterS))));
+    return Response();  // ignored: answered above
+  }
   c.watcher->watch();  // before the shared lock goes (see watcher.hpp)
-  if (earliest) c.watcher->wake();
+  if (parked.earliest) c.watcher->wake();
   return Response();  // ignored: the lot answers later
 }  // the shared lock is released here; the parked request holds nothing but its lot entry
 
@@ -330,6 +403,10 @@ Response stats(const Chat& c, Request&, Context&) {
       .value(s.expired)
       .key("gone")
       .value(s.gone)
+      .key("refused")
+      .value(s.refused)
+      .key("clients")
+      .value(static_cast<uint64_t>(s.clients))
       .key("refreshes")
       .value(c.watcher ? c.watcher->refreshes() : uint64_t{0})
       .end_object();
@@ -356,11 +433,30 @@ void refresh(Chat& c, const std::string& room) {
   c.lot.deliver(room, recent, last_id);  // no lock held while answering
 }
 
+// Mounts an API handler: its HttpErrors become JSON (json_error), except for a browser's own
+// form post, which gets the usual error page.
+template <typename Handler>
+auto api(std::shared_ptr<Chat> c, Handler handler) {
+  return [c = std::move(c), handler](Request& req, Context& ctx) -> Response {
+    try {
+      return handler(*c, req, ctx);
+    } catch (const HttpError& e) {
+      if (wants_html(req)) throw;
+      return json_error(e);
+    }
+  };
+}
+
 }  // namespace
 
 void mount_chat(App& app) {
-  auto c = std::make_shared<Chat>(app);
   const Config& conf = app.conf();
+  auto c = std::make_shared<Chat>(
+      app, ParkingLot::Limits{.max_waiters = static_cast<size_t>(conf.get_int("chat.max_waiters")),
+                              .max_waiters_per_client = static_cast<size_t>(
+                                  conf.get_int("chat.max_waiters_per_client"))});
+  c->say_limit = {.per_minute = conf.get_int("chat.say_per_minute"),
+                  .burst = conf.get_int("chat.say_burst")};
   c->rooms = conf.get_strings("chat.rooms");
   c->keep = static_cast<size_t>(conf.get_int("chat.keep"));
   c->cache = chat::make_room_cache(c->keep);
@@ -399,10 +495,9 @@ void mount_chat(App& app) {
   r.get("/chat/", [c](Request& req, Context& ctx) { return index(*c, req, ctx); });
   r.get("/chat/stats.json", [c](Request& req, Context& ctx) { return stats(*c, req, ctx); });
   r.get("/chat/{room}/", [c](Request& req, Context& ctx) { return show(*c, req, ctx); });
-  r.post("/chat/{room}/say", [c](Request& req, Context& ctx) { return say(*c, req, ctx); });
-  r.get("/chat/{room}/messages",
-        [c](Request& req, Context& ctx) { return messages(*c, req, ctx); });
-  r.get("/chat/{room}/who", [c](Request& req, Context& ctx) { return who(*c, req, ctx); });
+  r.post("/chat/{room}/say", api(c, say));
+  r.get("/chat/{room}/messages", api(c, messages));
+  r.get("/chat/{room}/who", api(c, who));
 }
 
 }  // namespace kagi::apps

@@ -12,6 +12,11 @@
 //   GET  /chat/{room}/who                         → 200 {"room":..,"who":[names seen < 60 s]}
 //   GET  /chat/stats.json                         this process's parked-request counters
 //
+// Limits (docs/CHAT.md): a say beyond chat.say_burst / chat.say_per_minute per client address
+// (host-wide) and a poll beyond chat.max_waiters / chat.max_waiters_per_client (per process)
+// get 429 + Retry-After; only a poll that carries X-CSRF-Token marks its name= present; bidi
+// controls are removed from names. The API's errors are JSON: {"error":"..."}.
+//
 // Read chat.cpp top to bottom: writers lock briefly, readers share, a waiting client holds
 // nothing. docs/CHAT.md explains the design.
 #pragma once

@@ -2,15 +2,29 @@
 
 namespace kagi::apps::chat {
 
-bool ParkingLot::park(Waiter waiter) {
+ParkingLot::ParkResult ParkingLot::park(Waiter waiter) {
   std::lock_guard lock(mu_);
+  // Checked and counted under one lock: two requests racing for the last place cannot both
+  // get it.
+  if (limits_.max_waiters != 0 && entries_.size() >= limits_.max_waiters) {
+    ++stats_.refused;
+    return {.admission = Admission::kLotFull};
+  }
+  auto client = per_client_.find(waiter.client);
+  if (limits_.max_waiters_per_client != 0 && client != per_client_.end() &&
+      client->second >= limits_.max_waiters_per_client) {
+    ++stats_.refused;
+    return {.admission = Admission::kClientFull};
+  }
+  if (client == per_client_.end()) client = per_client_.emplace(waiter.client, 0).first;
+  ++client->second;
   const uint64_t ticket = next_ticket_++;
   const bool earliest = deadlines_.empty() || waiter.deadline < deadlines_.begin()->first;
   deadlines_.emplace(waiter.deadline, ticket);
   by_room_[waiter.room].insert(ticket);
   entries_.emplace(ticket, Entry{std::move(waiter)});
   ++stats_.total;
-  return earliest;
+  return {.admission = Admission::kParked, .earliest = earliest};
 }
 
 ParkingLot::Waiter ParkingLot::take_locked(uint64_t ticket) {
@@ -21,6 +35,8 @@ ParkingLot::Waiter ParkingLot::take_locked(uint64_t ticket) {
   auto room = by_room_.find(w.room);
   room->second.erase(ticket);
   if (room->second.empty()) by_room_.erase(room);
+  auto client = per_client_.find(w.client);
+  if (--client->second == 0) per_client_.erase(client);
   return w;
 }
 
@@ -112,7 +128,14 @@ ParkingLot::Stats ParkingLot::stats() const {
   std::lock_guard lock(mu_);
   Stats s = stats_;
   s.parked = entries_.size();
+  s.clients = per_client_.size();
   return s;
+}
+
+size_t ParkingLot::waiters_of(std::string_view client) const {
+  std::lock_guard lock(mu_);
+  auto it = per_client_.find(std::string(client));
+  return it == per_client_.end() ? 0 : it->second;
 }
 
 }  // namespace kagi::apps::chat

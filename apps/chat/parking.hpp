@@ -11,6 +11,12 @@
 //
 // Answers are sent outside the table's mutex, so a slow client never blocks parking or
 // another delivery. Thread-safe.
+//
+// Caps. Each parked request holds an open connection (a file descriptor here, and one in the
+// web server), so the lot refuses a waiter beyond Limits::max_waiters in all, or beyond
+// Limits::max_waiters_per_client for its client: one client cannot take every descriptor of
+// the process. A client's count goes down in the one place every exit above passes through,
+// so it is released exactly once however the waiter leaves.
 #pragma once
 
 #include <chrono>
@@ -35,9 +41,16 @@ class ParkingLot {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // 0 means no cap.
+  struct Limits {
+    size_t max_waiters = 0;             // parked at once, all clients together
+    size_t max_waiters_per_client = 0;  // parked at once with the same Waiter::client
+  };
+
   struct Waiter {
     std::string room;
-    int64_t since = 0;  // the client has every message up to this id
+    std::string client{};  // who parked it (the client's address): counted per client
+    int64_t since = 0;     // the client has every message up to this id
     Clock::time_point deadline;
     // Sends a 200 JSON answer (messages_json); false if the request was already answered.
     std::function<bool(std::string json)> complete;
@@ -51,15 +64,31 @@ class ParkingLot {
     uint64_t delivered = 0;  // answered with messages
     uint64_t expired = 0;    // answered empty at the deadline
     uint64_t gone = 0;       // dropped because the client went away
+    uint64_t refused = 0;    // not parked: the lot or the client was at its cap
+    size_t clients = 0;      // distinct clients waiting now
   };
 
-  ParkingLot() = default;
+  enum class Admission {
+    kParked,
+    kLotFull,     // max_waiters reached
+    kClientFull,  // max_waiters_per_client reached for this waiter's client
+  };
+  struct ParkResult {
+    Admission admission = Admission::kParked;
+    // Parked with a deadline earlier than every other waiter's: the caller then wakes the
+    // timer so it is not overslept.
+    bool earliest = false;
+  };
+
+  ParkingLot() : ParkingLot(Limits{.max_waiters = 0, .max_waiters_per_client = 0}) {}  // no caps
+  explicit ParkingLot(Limits limits) : limits_(limits) {}
   ParkingLot(const ParkingLot&) = delete;
   ParkingLot& operator=(const ParkingLot&) = delete;
 
-  // Parks `waiter`. Returns true if its deadline is earlier than every other waiter's (the
-  // caller then wakes the timer so it is not overslept).
-  bool park(Waiter waiter);
+  // Parks `waiter`, unless the lot or the waiter's client is at its cap: then the waiter is
+  // dropped without any of its callbacks being called, and the caller answers the request
+  // itself (the chat: 429).
+  ParkResult park(Waiter waiter);
 
   // Answers every waiter of `room` whose `since` is below `last` with the messages newer
   // than its `since` (`messages`: the room's recent messages in ascending id order). Returns
@@ -79,19 +108,24 @@ class ParkingLot {
   bool has_waiters(std::string_view room) const;
   std::vector<std::string> rooms_with_waiters() const;
   Stats stats() const;
+  // How many waiters `client` has parked now.
+  size_t waiters_of(std::string_view client) const;
 
  private:
   struct Entry {
     Waiter waiter;
   };
-  // Removes `ticket` from every index and returns its waiter. Needs mu_ held.
+  // Removes `ticket` from every index, releases its client's count, and returns its waiter.
+  // The only way out of the lot. Needs mu_ held.
   Waiter take_locked(uint64_t ticket);
 
+  const Limits limits_;
   mutable std::mutex mu_;
   uint64_t next_ticket_ = 1;                                     // guarded by mu_
   std::map<uint64_t, Entry> entries_;                            // guarded by mu_
   std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;   // guarded by mu_
   std::unordered_map<std::string, std::set<uint64_t>> by_room_;  // guarded by mu_
+  std::unordered_map<std::string, size_t> per_client_;           // guarded by mu_; no zeros
   Stats stats_;                                                  // guarded by mu_
 };
 

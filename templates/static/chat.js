@@ -2,7 +2,9 @@
 //
 // It long-polls GET /chat/{room}/messages?since=LAST&wait=25: the server answers at once
 // when there is news, or parks the request until a message arrives (from any process) or the
-// wait ends. The say form is sent as JSON with the page's CSRF token in X-CSRF-Token; the
+// wait ends. The poll carries the page's CSRF token in X-CSRF-Token: that is what marks the
+// name as present (a bare GET does not), and a 429 (too many polls waiting) is retried after
+// its Retry-After. The say form is sent as JSON with the page's CSRF token in X-CSRF-Token; the
 // new message then arrives through the poll like everyone else's, so every client shows
 // the same order. Without JavaScript the page still works: a plain form post and a
 // <noscript> refresh. Text is only ever inserted with textContent (never as HTML).
@@ -20,6 +22,13 @@
   const whoBox = document.getElementById("who");
   const base = "/chat/" + encodeURIComponent(room) + "/";
   let last = Number(main.dataset.last) || 0;
+  const token = form.querySelector('input[name="_csrf"]').value;
+
+  // Seconds to wait from a 429's Retry-After, within 1..60; `fallback` when absent.
+  function retryAfter(response, fallback) {
+    const s = Number(response.headers.get("Retry-After"));
+    return Number.isFinite(s) && s > 0 ? Math.min(s, 60) : fallback;
+  }
 
   try {
     const saved = window.localStorage.getItem("kagi-chat-name");
@@ -64,7 +73,16 @@
       const url = base + "messages?since=" + last + "&wait=25&name=" +
                   encodeURIComponent(nameInput.value.trim());
       try {
-        const response = await fetch(url, { cache: "no-store", credentials: "same-origin" });
+        const response = await fetch(url, {
+          cache: "no-store",
+          credentials: "same-origin",
+          headers: { "X-CSRF-Token": token },
+        });
+        if (response.status === 429) {
+          status.textContent = "Busy; waiting for a place…";
+          await sleep(retryAfter(response, 5) * 1000);
+          continue;
+        }
         if (!response.ok) throw new Error("HTTP " + response.status);
         const data = await response.json();
         for (const m of data.messages) {
@@ -108,7 +126,6 @@
     } catch (e) {
       // not remembered; fine
     }
-    const token = form.querySelector('input[name="_csrf"]').value;
     try {
       const response = await fetch(base + "say", {
         method: "POST",
@@ -117,9 +134,14 @@
         body: JSON.stringify({ name: name, text: text }),
       });
       if (!response.ok) {
-        status.textContent = response.status === 403
-          ? "Your session token is out of date; reload the page."
-          : "Not sent (HTTP " + response.status + "); try again.";
+        if (response.status === 403) {
+          status.textContent = "Your session token is out of date; reload the page.";
+        } else if (response.status === 429) {
+          status.textContent = "You are sending too fast; wait " + retryAfter(response, 10) +
+                               " s and send it again.";
+        } else {
+          status.textContent = "Not sent (HTTP " + response.status + "); try again.";
+        }
         return;
       }
       textInput.value = "";

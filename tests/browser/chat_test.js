@@ -5,7 +5,7 @@
 
 const fs = require("node:fs");
 const path = require("node:path");
-const { check, run, screenshotDir } = require("./lib/harness");
+const { check, run, screenshotDir, waitUntil } = require("./lib/harness");
 
 run("chat", async ({ demo, browser }) => {
   const room = `${demo.baseUrl}/chat/lobby/`;
@@ -44,7 +44,19 @@ run("chat", async ({ demo, browser }) => {
   check(who.includes("alice") && who.includes("bob"), `presence lists both: '${who}'`);
   await bob.locator("#messages li.chat-message", { hasText: "hi Alice" }).waitFor();
 
-  for (const page of [alice, bob]) check(page.errors.length === 0, `page errors: ${page.errors}`);
+  // Presence from the poll alone: Carol never says anything; her page's poll carries her
+  // name and the CSRF token (X-CSRF-Token), and that marks her present. (A bare GET with a
+  // name does not: tests/unit/chat/chat_app_test.cpp.)
+  const carol = await browser.newPage();
+  await carol.addInitScript(() => window.localStorage.setItem("kagi-chat-name", "carol"));
+  await carol.goto(room);
+  const whoUrl = `${demo.baseUrl}/chat/lobby/who`;
+  await waitUntil(async () => (await (await fetch(whoUrl)).json()).who.includes("carol"), 10000,
+                  "carol, who only polls, to be listed as present");
+
+  for (const page of [alice, bob, carol]) {
+    check(page.errors.length === 0, `page errors: ${page.errors}`);
+  }
 
   const shot = path.join(screenshotDir(), "chat.png");
   fs.mkdirSync(path.dirname(shot), { recursive: true });

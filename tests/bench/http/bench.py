@@ -162,7 +162,7 @@ def start_nginx(env, port, base_port, sock, extra=""):
 def run_kagi(env, fsync, extra=()):
     sock = env.path("kagi-%s.sock" % fsync)
     pids = env.spawn_fcgi(sock, 2, 4, ["log.access=false", "data.fsync=" + fsync,
-                                       "bbs.flood_interval_s=0",
+                                       "bbs.flood_interval_s=0", "chat.say_per_minute=0",
                                        "chat.keep=200",
                                        "bbs.boards=general," + ",".join("b%d" % i for i in range(8)),
                                        "data.dir=" + env.path("data-" + fsync),

@@ -130,7 +130,7 @@ TEST_F(WatcherTest, AnswersEmptyAtTheDeadline) {
       dir_, lot_, [](const std::string&) {}, ec);
   ASSERT_FALSE(ec);
   const auto t0 = Clock::now();
-  if (lot_.park(answers.waiter("lobby", 7, t0 + 200ms))) watcher.wake();
+  if (lot_.park(answers.waiter("lobby", 7, t0 + 200ms)).earliest) watcher.wake();
   auto got = answers.await(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], R"({"messages":[],"last":7})");
