@@ -53,7 +53,7 @@ Checked check_post(const http::Request& request, const InputLimits& limits) {
       *f.target = std::string(raw);
     } else {
       *f.target = trim(util::strip_control_chars(raw, f.multiline));
-      if (!f.multiline) *f.target = trim(strip_bidi_controls(*f.target));
+      if (!f.multiline) *f.target = trim(util::strip_bidi_controls(*f.target));
     }
     if (char_count(*f.target) > f.max_chars) {
       out.error =

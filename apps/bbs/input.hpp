@@ -28,7 +28,7 @@ struct PostInput {
 // Reads fields name, subject, body, password. Invalid UTF-8, and a NUL byte in the password
 // (crypt(3) cannot hash it), are refused (400 by the caller: the returned `bad_encoding`);
 // control characters are stripped, bidi controls too from name and subject
-// (strip_bidi_controls), \r\n becomes \n, and surrounding white space is trimmed. `error` is
+// (util::strip_bidi_controls), \r\n becomes \n, and surrounding white space is trimmed. `error` is
 // "" when the input is acceptable, else a message for the poster.
 struct Checked {
   PostInput input;

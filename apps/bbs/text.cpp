@@ -53,30 +53,6 @@ size_t url_length(std::string_view text) {
 
 }  // namespace
 
-std::string strip_bidi_controls(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const auto b0 = static_cast<unsigned char>(text[i]);
-    // Every control is 3 bytes: E2 80 8E/8F/AA..AE, E2 81 A6..A9; or 2 bytes: D8 9C.
-    if (b0 == 0xE2 && i + 2 < text.size()) {
-      const auto b1 = static_cast<unsigned char>(text[i + 1]);
-      const auto b2 = static_cast<unsigned char>(text[i + 2]);
-      if ((b1 == 0x80 && (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE))) ||
-          (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9)) {
-        i += 3;
-        continue;
-      }
-    } else if (b0 == 0xD8 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) == 0x9C) {
-      i += 2;
-      continue;
-    }
-    out += text[i++];
-  }
-  return out;
-}
-
 size_t char_count(std::string_view utf8) {
   size_t count = 0;
   for (char c : utf8) {

@@ -31,7 +31,6 @@
 
 #include "app/csrf.hpp"
 #include "app/http_error.hpp"
-#include "chat/bidi.hpp"
 #include "chat/flood.hpp"
 #include "chat/json_body.hpp"
 #include "chat/parking.hpp"
@@ -115,7 +114,7 @@ std::string clean_line(std::string_view field, std::string_view what, size_t max
 // stripping: removing bytes must not turn broken UTF-8 into something that passes.
 std::string clean_name(std::string_view field) {
   if (!util::valid_utf8(field)) throw HttpError(400, "The name is not valid UTF-8.");
-  return clean_line(chat::strip_bidi_controls(field), "The name", kMaxNameBytes);
+  return clean_line(util::strip_bidi_controls(field), "The name", kMaxNameBytes);
 }
 
 // The chat's API (say, messages, who) answers errors in JSON, {"error":"what and what to
@@ -256,7 +255,7 @@ SayInput read_say(const Request& req) {
 // spent its token anyway: the limit counts attempts.
 void take_say_token(const Chat& c, const Request& req, Context& ctx) {
   if (c.say_limit.per_minute == 0) return;
-  const std::string tag = chat::client_tag(req.client_address);
+  const std::string tag = chat::client_tag(req.client_address, c.app.secret());
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
@@ -330,7 +329,7 @@ Response messages(Chat& c, Request& req, Context& ctx) {
   // another site cannot read, so a link or an <img> elsewhere cannot mark anyone present.
   // Without the token the poll is answered the same, it just does not count as presence.
   const std::string name = clean_name(req.arg("name"));
-  if (csrf::verify(req)) note_presence(c, ctx, room, name, now);
+  if (ctx.csrf_proven(req)) note_presence(c, ctx, room, name, now);
 
   // LOCK shared: any number of pollers read the room at once; only a writer excludes them.
   auto guard = ctx.locks.shared(chat::room_lock_name(room));

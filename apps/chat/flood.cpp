@@ -38,15 +38,8 @@ void for_each_entry(std::string_view text, Fn fn) {
 
 }  // namespace
 
-std::string client_tag(std::string_view address) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : address) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+std::string client_tag(std::string_view address, const util::Secret& secret) {
+  return secret.tag("chat-client", address, 8);
 }
 
 std::string flood_lock_name(std::string_view tag) { return "chat/flood/" + bucket_text(tag); }

@@ -16,6 +16,8 @@
 // handler reads and commits the file (chat.cpp).
 #pragma once
 
+#include "util/secret.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,9 +31,10 @@ struct SayLimit {
   int64_t burst = 10;       // chat.say_burst, at least 1
 };
 
-// A stable tag for a client address (FNV-1a, 64 bit, hex): the same in every process and
-// across restarts, and the address itself is not written to disk.
-std::string client_tag(std::string_view address);
+// A stable tag for a client address: 16 hex characters of an HMAC under the server secret,
+// the same in every process and across restarts. Neither the address nor an unkeyed hash of
+// it (every IPv4 address can be hashed in seconds) is written to disk.
+std::string client_tag(std::string_view address, const util::Secret& secret);
 
 // The lock protecting `tag`'s bucket, and the file holding it (under data.dir).
 std::string flood_lock_name(std::string_view tag);

@@ -239,6 +239,12 @@ Context::Context(App& app, lock::LockContext& lock_context, std::string request_
       request_id_(std::move(request_id)),
       csrf_token_(std::move(csrf_token)) {}
 
+bool Context::csrf_proven(const http::Request& request) const {
+  std::string_view submitted = request.headers.get(csrf::kHeader).value_or("");
+  if (submitted.empty()) submitted = request.form.fields.get(csrf::kField).value_or("");
+  return !submitted.empty() && util::constant_time_equal(submitted, csrf_token_);
+}
+
 Response Context::render(std::string_view name, view::Dict& dict, int status) const {
   dict.set("CSRF", csrf_token_);
   return Response::html(views.render(name, dict), status);

@@ -1,5 +1,6 @@
 // util/utf8.hpp — input validation for user text (BBS posts, chat lines, names): is a byte
-// string well-formed UTF-8, and the same text with invisible control characters removed.
+// string well-formed UTF-8, and the same text with invisible control characters (or
+// bidirectional formatting characters) removed.
 //
 // Both work on bytes and never allocate more than the input size. Validate first, then strip:
 // strip_control_chars does not repair broken UTF-8.
@@ -21,5 +22,14 @@ bool valid_utf8(std::string_view s);
 // without it every line break and tab is dropped (single-line fields). Bytes that are not
 // a control character are copied unchanged, so valid UTF-8 in gives valid UTF-8 out.
 std::string strip_control_chars(std::string_view s, bool keep_newlines);
+
+// `s` without the Unicode bidirectional formatting characters: LRM and RLM (U+200E, U+200F),
+// the embeddings and overrides LRE, RLE, PDF, LRO, RLO (U+202A–U+202E), the isolates LRI,
+// RLI, FSI, PDI (U+2066–U+2069) and the Arabic letter mark ALM (U+061C). For one-line fields
+// (names, subjects): there an unterminated override turns the rest of the shown line around
+// ("ann" + RLO + "txt.exe" reads "annexe.txt"). Body text keeps them: right-to-left writers
+// need the marks, and each body line is its own paragraph. Every other byte is copied
+// unchanged, so valid UTF-8 in gives valid UTF-8 out.
+std::string strip_bidi_controls(std::string_view s);
 
 }  // namespace kagi::util

@@ -40,18 +40,5 @@ TEST(Text, AUrlCannotBreakOutOfItsAttribute) {
 
 TEST(Text, KeepsLineBreaks) { EXPECT_EQ(body_html("a\nb"), "a\nb"); }
 
-TEST(Text, StripsEveryBidiControlAndNothingElse) {
-  for (const char* control : {"\u202A", "\u202B", "\u202C", "\u202D", "\u202E", "\u2066", "\u2067",
-                              "\u2068", "\u2069", "\u200E", "\u200F", "\u061C"}) {
-    EXPECT_EQ(strip_bidi_controls(std::string("a") + control + "b"), "ab") << control;
-  }
-  // Neighbours of the controls stay: U+2029, U+202F (narrow no-break space), U+2065 (not
-  // assigned), U+200D (the joiner emoji need), U+061B (Arabic semicolon), and plain text.
-  for (const char* keep : {"\u2029", "\u202F", "\u2065", "\u200D", "\u061B", "abc", "é"}) {
-    EXPECT_EQ(strip_bidi_controls(keep), keep) << keep;
-  }
-  EXPECT_EQ(strip_bidi_controls("txt.\u202Eexe"), "txt.exe");
-}
-
 }  // namespace
 }  // namespace kagi::apps::bbs

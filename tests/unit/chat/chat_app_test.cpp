@@ -38,8 +38,6 @@ class Capture : public Responder {
   std::atomic<bool> gone_{false};
 };
 
-const std::string kToken = "0123456789abcdef0123456789abcdef";
-
 class ChatAppTest : public ::testing::Test {
  protected:
   void start(std::vector<std::string> sets) {
@@ -54,6 +52,11 @@ class ChatAppTest : public ::testing::Test {
                  "data.fsync=never", "log.access=false", "chat.rooms=lobby"});
     app_ = std::make_unique<App>(Config::load(std::nullopt, sets));
     mount_chat(*app_);
+    // A token this app signed, as a browser gets it: from the cookie of a first page.
+    for (const auto& cookie : run(get("/chat/lobby/who")).cookies) {
+      if (cookie.name == "kagi_csrf") token_ = cookie.value;
+    }
+    ASSERT_FALSE(token_.empty()) << "the first answer set no CSRF cookie";
   }
   void TearDown() override {
     if (app_) app_->shutdown();  // answers every parked poll
@@ -74,23 +77,23 @@ class ChatAppTest : public ::testing::Test {
     return out->get();
   }
 
-  static http::Request get(std::string target, bool with_token = false) {
+  http::Request get(std::string target, bool with_token = false) const {
     http::Request r;
     r.method = "GET";
     r.target = std::move(target);
     if (with_token) {
-      r.headers.add("Cookie", "kagi_csrf=" + kToken);
-      r.headers.add("X-CSRF-Token", kToken);
+      r.headers.add("Cookie", "kagi_csrf=" + token_);
+      r.headers.add("X-CSRF-Token", token_);
     }
     return r;
   }
-  static http::Request say(std::string json) {
+  http::Request say(std::string json) const {
     http::Request r;
     r.method = "POST";
     r.target = "/chat/lobby/say";
     r.headers.add("Content-Type", "application/json");
-    r.headers.add("Cookie", "kagi_csrf=" + kToken);
-    r.headers.add("X-CSRF-Token", kToken);
+    r.headers.add("Cookie", "kagi_csrf=" + token_);
+    r.headers.add("X-CSRF-Token", token_);
     r.body = std::move(json);
     return r;
   }
@@ -103,6 +106,7 @@ class ChatAppTest : public ::testing::Test {
 
   std::filesystem::path root_;
   std::unique_ptr<App> app_;
+  std::string token_;  // the client's signed CSRF token (set by start())
 };
 
 // --- presence needs the CSRF proof ---------------------------------------------------------
@@ -111,14 +115,14 @@ TEST_F(ChatAppTest, ABareGetWithANameMarksNobodyPresent) {
   start({});
   // What an <img src> on another site can make a visitor's browser send: cookie, no header.
   http::Request forged = get("/chat/lobby/messages?since=0&wait=0&name=ghost");
-  forged.headers.add("Cookie", "kagi_csrf=" + kToken);
+  forged.headers.add("Cookie", "kagi_csrf=" + token_);
   EXPECT_EQ(run(std::move(forged)).status, 200);  // still answered
   EXPECT_EQ(run(get("/chat/lobby/messages?since=0&wait=0&name=nocookie")).status, 200);
   EXPECT_EQ(who().find("ghost"), std::string::npos) << who();
   EXPECT_EQ(who().find("nocookie"), std::string::npos) << who();
   // A wrong token is no proof either.
   http::Request wrong = get("/chat/lobby/messages?since=0&wait=0&name=wrong");
-  wrong.headers.add("Cookie", "kagi_csrf=" + kToken);
+  wrong.headers.add("Cookie", "kagi_csrf=" + token_);
   wrong.headers.add("X-CSRF-Token", "ffffffffffffffffffffffffffffffff");
   EXPECT_EQ(run(std::move(wrong)).status, 200);
   EXPECT_EQ(who().find("wrong"), std::string::npos) << who();
@@ -150,8 +154,8 @@ TEST_F(ChatAppTest, SayBeyondTheBurstIs429WithRetryAfterAndOthersStillTalk) {
   form.target = "/chat/lobby/say";
   form.headers.add("Content-Type", "application/x-www-form-urlencoded");
   form.headers.add("Accept", "text/html");
-  form.headers.add("Cookie", "kagi_csrf=" + kToken);
-  form.body = "name=flood&text=again&_csrf=" + kToken;
+  form.headers.add("Cookie", "kagi_csrf=" + token_);
+  form.body = "name=flood&text=again&_csrf=" + token_;
   auto page = run(std::move(form));
   EXPECT_EQ(page.status, 429);
   EXPECT_TRUE(page.headers.get("Retry-After").has_value());

@@ -85,9 +85,13 @@ TEST(SayFlood, AClockThatWentBackCostsAtMostOneFullBucket) {
   EXPECT_EQ(v.retry_after_s, 2);  // one interval, not an hour
 }
 
-TEST(SayFlood, TagsAreStableHexAndSpreadOverTheBuckets) {
+TEST(SayFlood, TagsAreStableHexKeyedAndSpreadOverTheBuckets) {
+  const util::Secret key = util::Secret::from_bytes(std::string(32, 'k'));
+  const util::Secret other = util::Secret::from_bytes(std::string(32, 'o'));
+  const auto client_tag = [&](std::string_view address) { return chat::client_tag(address, key); };
   EXPECT_EQ(client_tag("127.0.0.1"), client_tag("127.0.0.1"));
   EXPECT_NE(client_tag("127.0.0.1"), client_tag("127.0.0.2"));
+  EXPECT_NE(client_tag("127.0.0.1"), chat::client_tag("127.0.0.1", other));
   EXPECT_EQ(client_tag("").size(), 16u);
   EXPECT_EQ(client_tag("::1").find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_EQ(flood_lock_name("0001ffff"), "chat/flood/01");

@@ -1,10 +1,8 @@
-#include "chat/bidi.hpp"
-
 #include <gtest/gtest.h>
 
 #include "util/utf8.hpp"
 
-namespace kagi::apps::chat {
+namespace kagi::util {
 namespace {
 
 TEST(StripBidiControls, RemovesEveryDirectionControl) {
@@ -51,4 +49,4 @@ TEST(StripBidiControls, TruncatedSequencesAreCopiedNotOverread) {
 }
 
 }  // namespace
-}  // namespace kagi::apps::chat
+}  // namespace kagi::util
