@@ -145,6 +145,10 @@ class DataDir {
 
   const std::string& dir() const { return dir_; }
   bool fsync_enabled() const { return fsync_; }
+  // The modes new files and folders get (0600 / 0700, or 0640 / 0750 with group_readable);
+  // for code that creates folders below dir() itself (the chat's watcher).
+  mode_t file_mode() const { return file_mode_; }
+  mode_t dir_mode() const { return dir_mode_; }
   // Temp files removed by open() (left by processes that died mid-commit).
   size_t cleaned_temp_files() const { return cleaned_; }
   // How many times a file was touched under a different lock than before (each is logged).

@@ -5,7 +5,8 @@ every id stored (before the fix it stopped at the damage, reused ids and its fir
 the log there). kagi-fsck reports the damage (exit 1), repairs it while the site runs (exit
 3: backup beside the log, byte for byte; the log rewritten with the intact records under the
 board's lock), finds nothing afterwards (exit 0), and the running worker serves the repaired
-board with every intact post."""
+board with every intact post. Every file below data.dir is 0600, every folder 0700 (the
+chat's rooms folder, which its watcher makes, included)."""
 
 import os
 import signal
@@ -106,6 +107,19 @@ def test(env, fail):
     fail.check(got == want, "the repaired board serves every intact post (%d of %d, want %d)"
                % (len(got), POSTS + 1, len(want)))
     fail.equal(page["last_id"], POSTS + 1, "and its last_id")
+
+    # Everything kagi-demo and kagi-fsck created below data.dir is the owner's alone.
+    data_dir = env.path("var", "data")
+    modes = {".": os.lstat(data_dir).st_mode & 0o777}
+    for root, dirs, files in os.walk(data_dir):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            modes[os.path.relpath(path, data_dir)] = os.lstat(path).st_mode & 0o777
+    wrong = {p: oct(m) for p, m in modes.items()
+             if m != (0o700 if os.path.isdir(os.path.join(data_dir, p)) else 0o600)}
+    fail.check(os.path.join("chat", "rooms") in modes and LOG in modes,
+               "the chat's and the board's files are there (%d paths)" % len(modes))
+    fail.equal(wrong, {}, "files 0600 and folders 0700 below data.dir")
 
 
 if __name__ == "__main__":
