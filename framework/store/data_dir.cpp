@@ -676,11 +676,11 @@ void DataDir::report_damage(std::string_view op, std::string_view path, const st
     damaged_.fetch_add(1, std::memory_order_relaxed);
     util::log_error("store: " + std::string(op) + " " + std::string(path) + ": damaged span of " +
                     std::to_string(d.length) + " bytes at offset " + std::to_string(offset) +
-                    " (intact records follow it: skipped, and kept on disk); records in it are "
-                    "lost. Run kagi-fsck --data " +
+                    ", intact records after it: skipped and kept on disk, the records in it are "
+                    "lost. List the damage with kagi-fsck --data " +
                     dir_ +
-                    " to list the damage, and "
-                    "--repair with the site stopped to rewrite the log without it");
+                    "; add --repair to rewrite the log without it (after a backup, under the "
+                    "log's lock)");
     damage_log().record(
         DamageEvent{std::chrono::system_clock::now(), std::string(path), offset, d.length});
   }
