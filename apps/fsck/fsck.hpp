@@ -37,7 +37,8 @@ struct LogReport {
 };
 
 // Walks `data_dir` (not following symlinks, 32 levels deep at most) and scans every file that
-// starts with the log magic, except the backups repair() wrote (names containing ".bak-"). Files it cannot read are named in `errors`. Sorted by path.
+// starts with the log magic, except the backups repair() wrote (names containing ".bak-").
+// Files it cannot read are named in `errors`. Sorted by path.
 std::vector<LogReport> scan(const std::string& data_dir, std::vector<std::string>& errors);
 
 // The lock the sample apps take for `path` ("bbs/boards/x.log" → "bbs/board/x",
