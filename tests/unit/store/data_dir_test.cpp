@@ -509,7 +509,11 @@ mode_t mode_of(const fs::path& p) {
 
 // Data files hold password hashes and client tags: not for other users of the host.
 TEST_F(DataDirTest, CreatesFilesAndDirectoriesPrivately) {
-  const mode_t old_umask = ::umask(022);
+  // The usual umask, restored however the test ends.
+  struct Umask {
+    mode_t old = ::umask(022);
+    ~Umask() { ::umask(old); }
+  } umask_022;
   for (bool group : {false, true}) {
     dir_.reset();
     fs::remove_all(root_ / "fresh");
@@ -534,7 +538,6 @@ TEST_F(DataDirTest, CreatesFilesAndDirectoriesPrivately) {
     EXPECT_EQ(mode_of(d / "logs" / "one.log"), file) << group;
     EXPECT_EQ(mode_of(d / "logs" / "two.log"), file) << group;
   }
-  ::umask(old_umask);
 }
 
 TEST_F(DataDirTest, ForeignFileIsNotALog) {
