@@ -4,8 +4,8 @@ A damaged log is read by resynchronising on the next intact record (docs/STORAGE
 post whose text embeds a whole framed record (length, CRC-32C, payload) could be read as a
 record of its own once the real record around it is damaged. The apps never store the bytes
 a frame needs: every frame header holds a NUL byte (a length below 16 MiB), and the BBS
-strips control characters (and escapes tabs) before storing. The attack: 4 clients post 1,000
-such bodies (forged post id 999999 by "mallory"), interleaved with 1,000 normal posts, through
+strips control characters (and escapes tabs) before storing. The attack: 4 clients post 3,000
+such bodies (forged post id 999999 by "mallory"), interleaved with 3,000 normal posts, through
 nginx. Then one bit is flipped in the header of every attacker record, and a fresh worker
 must serve every normal post, none forged, with ids unique.
 
@@ -29,7 +29,7 @@ import harness  # noqa: E402
 import probe  # noqa: E402
 
 CLIENTS = 4
-ROUNDS = 250  # per client: an attacker post and a normal one each
+ROUNDS = 750  # per client: an attacker post and a normal one each
 LOG = os.path.join("bbs", "boards", "general.log")
 SETTINGS = ["bbs.keep=100000", "data.fsync=never"]
 
