@@ -54,7 +54,7 @@ void print(const LogReport& r) {
   std::cout << "\n";
   for (const auto& d : r.damage) {
     std::cout << "  damaged span at offset " << d.offset << ", " << d.length
-              << " bytes: the records in it are lost\n";
+              << " bytes: at least one record lost (how many, the damage hides)\n";
   }
 }
 
