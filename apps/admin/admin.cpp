@@ -7,6 +7,7 @@
 #include "admin/status.hpp"
 #include "app/http_error.hpp"
 #include "lock/lock_service.hpp"
+#include "store/damage.hpp"
 #include "view/views.hpp"
 
 namespace kagi::apps {
@@ -20,7 +21,7 @@ struct AdminState {
   AdminState(App& app)
       : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
         locks_dir(app.locks().options().dir),
-        publisher(app.locks(), app.requests(), {}) {}
+        publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}) {}
   admin::AdminAccess access;
   std::string locks_dir;
   admin::StatsPublisher publisher;

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "lock/lock_service.hpp"
+#include "store/damage.hpp"
 
 namespace kagi::apps::admin {
 namespace {
@@ -305,6 +306,16 @@ void StatsPublisher::publish_now() {
         std::chrono::duration_cast<std::chrono::milliseconds>(e.time.time_since_epoch()).count(),
         std::string(lock::to_string(e.kind)), e.name, pid, e.who.method, e.who.path,
         e.detail + " (request " + e.who.request_id + ", " + e.who.client_address + ")"});
+  }
+  // The store's damaged log spans (store/damage.hpp): rare, and an operator must see them.
+  const std::vector<store::DamageEvent> damage =
+      options_.damage ? options_.damage->recent() : std::vector<store::DamageEvent>{};
+  for (const store::DamageEvent& d : damage) {
+    events.push_back(Event{
+        std::chrono::duration_cast<std::chrono::milliseconds>(d.time.time_since_epoch()).count(),
+        "log_damage", d.path, pid, "", "",
+        std::to_string(d.length) + " damaged bytes at offset " + std::to_string(d.offset) +
+            " skipped (records after it kept); see kagi-fsck"});
   }
   std::string text = encode_stats_file(locks_.stats(), requests_.snapshot(), events);
   if (text == last_text_) return;

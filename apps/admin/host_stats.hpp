@@ -13,7 +13,8 @@
 // Notable events: the lock layer's ring of timeouts, leaks and order violations
 // (LockService::recent_events(), with the request's route), and slow holds that the publisher
 // sees in the status registry (a lock of this process held longer than `slow_hold`, reported
-// once, while it is still held).
+// once, while it is still held), and the store's damaged log spans (store/damage.hpp; kind
+// "log_damage", name = the log's path).
 #pragma once
 
 #include <chrono>
@@ -34,12 +35,15 @@
 namespace kagi::lock {
 class LockService;
 }
+namespace kagi::store {
+class DamageLog;
+}
 
 namespace kagi::apps::admin {
 
 struct Event {
   int64_t unix_ms = 0;
-  std::string kind;  // "timeout" | "leak" | "order_violation" | "slow_hold"
+  std::string kind;  // "timeout" | "leak" | "order_violation" | "slow_hold" | "log_damage"
   std::string name;  // the lock name
   int pid = 0;
   std::string method, path;  // the route of the request concerned
@@ -77,6 +81,8 @@ class StatsPublisher {
   struct Options {
     std::chrono::milliseconds interval{250};
     std::chrono::milliseconds slow_hold{1000};
+    // Damaged log spans to show with the events (the admin app: store::damage_log()).
+    const store::DamageLog* damage = nullptr;
   };
   // Throws std::system_error if the stats directory or the .live file cannot be created.
   StatsPublisher(lock::LockService& locks, const RequestStats& requests, Options options);

@@ -474,7 +474,7 @@ void mount_chat(App& app) {
   Chat* raw = c.get();  // the watcher lives inside *c and is stopped by ~Chat
   auto watcher = std::make_unique<chat::RoomWatcher>(
       app.data().dir() + "/" + std::string(chat::kRoomsFolder), c->lot,
-      [raw](const std::string& room) { refresh(*raw, room); }, ec);
+      [raw](const std::string& room) { refresh(*raw, room); }, ec, app.data().dir_mode());
   if (ec) {
     // Without wake-ups a poll cannot wait: it is answered at once (clients poll again).
     util::log_error("chat: cannot watch " + app.data().dir() + "/" +

@@ -19,20 +19,21 @@ namespace {
 std::error_code last_error() { return {errno, std::system_category()}; }
 
 // mkdir -p; an existing folder is fine.
-std::error_code make_dirs(const std::string& dir) {
+std::error_code make_dirs(const std::string& dir, mode_t mode) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     std::string part = dir.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return last_error();
+    if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return last_error();
   }
   return {};
 }
 
 }  // namespace
 
-RoomWatcher::RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std::error_code& ec)
+RoomWatcher::RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std::error_code& ec,
+                         mode_t dir_mode)
     : dir_(std::move(dir)), lot_(lot), refresh_(std::move(refresh)) {
-  ec = make_dirs(dir_);
+  ec = make_dirs(dir_, dir_mode);
   if (ec) return;
   inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {

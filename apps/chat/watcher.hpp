@@ -12,6 +12,8 @@
 // frees those whose client went away (ParkingLot::sweep_gone, every kSweep).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -32,9 +34,11 @@ class RoomWatcher {
   // Reads room `room` and delivers its news to the lot; runs on the watcher thread.
   using Refresh = std::function<void(const std::string& room)>;
 
-  // Watches `dir` (created if missing) for changes to "<room>.log" files and starts the
-  // thread. On failure `ec` is set and no thread runs.
-  RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std::error_code& ec);
+  // Watches `dir` (created if missing, with `dir_mode`: the data directory's, see
+  // store::DataDir::dir_mode) for changes to "<room>.log" files and starts the thread. On
+  // failure `ec` is set and no thread runs.
+  RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std::error_code& ec,
+              mode_t dir_mode = 0700);
   // Stops the thread; parked requests stay in the lot (see ParkingLot::close_all).
   ~RoomWatcher();
   RoomWatcher(const RoomWatcher&) = delete;

@@ -3,7 +3,11 @@
 // each log kept current as the log grows.
 //
 // Adding an item appends one record: no rewrite per item, and a crash mid-append leaves a
-// torn tail the log drops. When the log holds more than twice `keep` records it is rewritten
+// torn tail the log drops. Damage in the middle of the log (a flipped bit) loses only the
+// items it hit: the store skips it and returns every record after it, so the highest id read
+// is still the highest id stored and the next item is numbered above it. (Limit: if the damage
+// hits the high-water record of a compacted log whose newest item was deleted, that deleted
+// item's id can be given again.) When the log holds more than twice `keep` records it is rewritten
 // atomically with the newest `keep` items, behind a first record holding the highest id ever
 // given, so ids are never reused (a client reading "since id N" never misses or repeats one).
 //

@@ -49,6 +49,7 @@ std::unique_ptr<store::DataDir> open_data_dir(const Config& conf) {
   store::DataOptions options;
   options.dir = conf.get_string("data.dir");
   options.fsync = conf.get_string("data.fsync") == "always";
+  options.group_readable = conf.get_bool("data.group_readable");
   std::error_code ec;
   auto dir = store::DataDir::open(options, ec);
   if (!dir) {

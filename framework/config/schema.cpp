@@ -41,6 +41,8 @@ constexpr std::array kKeys{
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",
             "fsync every commit (crash-durable) or leave it to the kernel"},
+    KeySpec{"data.group_readable", kBool, "false", 0, 0, "",
+            "new data files 0640 and folders 0750 (group may read) instead of 0600 / 0700"},
     // templates, logging, security
     KeySpec{"templates.dir", kString, "templates", 0, 0, "",
             "folder with the HTML templates (errors/, bbs/, chat/, admin/)"},

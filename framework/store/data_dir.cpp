@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <utility>
 
+#include "store/damage.hpp"
 #include "store/detail/log_format.hpp"
 #include "store/path.hpp"
 #include "util/log.hpp"
@@ -135,6 +135,19 @@ LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor&
   return c;
 }
 
+// mkdir -p with `mode` for the directories it creates (existing ones keep theirs).
+std::error_code make_dirs(const std::string& dir, mode_t mode) {
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    if (dir[pos - 1] == '/') continue;  // "a//b"
+    const std::string part = dir.substr(0, pos);
+    if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) {
+      return {errno, std::system_category()};
+    }
+  }
+  return {};
+}
+
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 // Removes temp files of dead processes below `dir_fd` (which it closes). Returns how many.
@@ -188,7 +201,7 @@ std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, FileSystem& f
     ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
-  std::filesystem::create_directories(options.dir, ec);
+  ec = make_dirs(options.dir, options.group_readable ? 0750 : 0700);
   if (ec) return nullptr;
   // data.dir itself is opened following symlinks: it is configuration, not request input.
   int fd = fs.open_at(AT_FDCWD, options.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -196,14 +209,19 @@ std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, FileSystem& f
     ec = sys(fd);
     return nullptr;
   }
-  std::unique_ptr<DataDir> dir(new DataDir(options.dir, fd, options.fsync, fs));
+  std::unique_ptr<DataDir> dir(new DataDir(options.dir, fd, options, fs));
   int scan_fd = ::openat(fd, ".", kDirFlags);
   if (scan_fd >= 0) dir->cleaned_ = clean_temp_files(scan_fd, options.dir + "/", 0);
   return dir;
 }
 
-DataDir::DataDir(std::string dir, int root_fd, bool fsync, FileSystem& fs)
-    : dir_(std::move(dir)), root_fd_(root_fd), fsync_(fsync), fs_(fs) {}
+DataDir::DataDir(std::string dir, int root_fd, const DataOptions& options, FileSystem& fs)
+    : dir_(std::move(dir)),
+      root_fd_(root_fd),
+      fsync_(options.fsync),
+      file_mode_(options.group_readable ? 0640 : 0600),
+      dir_mode_(options.group_readable ? 0750 : 0700),
+      fs_(fs) {}
 
 DataDir::~DataDir() { fs_.close(root_fd_); }
 
@@ -245,7 +263,7 @@ int DataDir::open_parent(const std::vector<std::string_view>& segments, bool cre
     std::string name(segments[i]);
     int next = fs_.open_at(fd, name.c_str(), kDirFlags, 0);
     if (next == -ENOENT && create) {
-      int r = fs_.mkdir_at(fd, name.c_str(), 0755);
+      int r = fs_.mkdir_at(fd, name.c_str(), dir_mode_);
       if (r == 0 && fsync_) r = fs_.fsync(fd);  // the new directory's entry must be durable
       if (r < 0 && r != -EEXIST) {
         *failed_step = "mkdir " + std::string(segments[0].data(), segments[i].end());
@@ -340,8 +358,8 @@ Status DataDir::commit(const lock::ExclusiveGuard& guard, std::string_view path,
 
   std::string temp = std::string(kTempPrefix) + std::to_string(util::current_pid()) + "-" +
                      std::to_string(temp_counter.fetch_add(1, std::memory_order_relaxed));
-  int fd =
-      fs_.open_at(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = fs_.open_at(parent, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       file_mode_);
   if (fd < 0) {
     close_parent(parent);
     return Status::failed(sys(fd), "commit", path, "create temp file");
@@ -427,7 +445,7 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
     fd = fs_.open_at(parent, leaf.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd == -ENOENT) {
       fd = fs_.open_at(parent, leaf.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0644);
+                       file_mode_);
       created = fd >= 0;
     }
     if (fd < 0) {
@@ -465,6 +483,8 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
   if (!holds) known = LogCursor{};
   const uint64_t start = known.end;
   uint64_t valid_end = start;
+  std::vector<detail::Damage> damage;
+  uint64_t parsed_from = start;
   if (start < size || start == 0) {
     std::string bytes;
     if (long r = read_from(fs_, fd, static_cast<off_t>(start), bytes, st.st_size); r < 0) {
@@ -480,14 +500,18 @@ Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
           valid_end = 0;
           break;
         case detail::Header::kValid:
-          valid_end = detail::kLogMagic.size() +
-                      detail::parse_records(view.substr(detail::kLogMagic.size()), nullptr);
+          parsed_from = detail::kLogMagic.size();
+          valid_end = parsed_from + detail::parse_records(view.substr(detail::kLogMagic.size()),
+                                                          nullptr, &damage);
           break;
       }
     } else {
-      valid_end = start + detail::parse_records(view, nullptr);
+      valid_end = start + detail::parse_records(view, nullptr, &damage);
     }
   }
+  // Damage followed by intact records stays where it is (kagi-fsck can show and repair it);
+  // only a tail that no intact record follows is torn and cut below.
+  if (!damage.empty()) report_damage("append", key, st, parsed_from, damage);
 
   // Last check before anything changes on disk: a stale holder must not even trim the tail,
   // which might be the current holder's record in progress.
@@ -562,10 +586,13 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
   if (fd == -ENOENT) return std::vector<std::string>();
   if (fd < 0) return open_failed(fd, "read_log", path, step);
   std::string bytes;
-  long r = read_from(fs_, fd, 0, bytes);
+  struct stat st {};
+  long r = fs_.fstat(fd, &st);
+  if (r == 0) r = read_from(fs_, fd, 0, bytes, st.st_size);
   fs_.close(fd);
   if (r < 0) return Status::failed(sys(r), "read_log", path, "read");
   std::vector<std::string> records;
+  std::vector<detail::Damage> damage;
   std::string_view view = bytes;
   switch (detail::check_header(view)) {
     case detail::Header::kForeign:
@@ -574,9 +601,10 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
     case detail::Header::kPartial:
       return records;
     case detail::Header::kValid:
-      detail::parse_records(view.substr(detail::kLogMagic.size()), &records);
+      detail::parse_records(view.substr(detail::kLogMagic.size()), &records, &damage);
       break;
   }
+  if (!damage.empty()) report_damage("read_log", path, st, detail::kLogMagic.size(), damage);
   if (records.size() > last_n) {
     records.erase(records.begin(), records.end() - static_cast<std::ptrdiff_t>(last_n));
   }
@@ -625,11 +653,37 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
         break;
     }
   }
-  const size_t valid = detail::parse_records(view, &tail.records);
+  std::vector<detail::Damage> damage;
+  const size_t valid = detail::parse_records(view, &tail.records, &damage);
+  if (!damage.empty()) report_damage("read_log", path, st, from, damage);
   std::optional<size_t> last_payload;
   if (!tail.records.empty()) last_payload = tail.records.back().size();
   cursor = cursor_after(st, birth_ns, before, from, view, valid, last_payload);
   return tail;
+}
+
+void DataDir::report_damage(std::string_view op, std::string_view path, const struct stat& st,
+                            uint64_t from, const std::vector<detail::Damage>& spans) const {
+  for (const detail::Damage& d : spans) {
+    const uint64_t offset = from + d.offset;
+    {
+      std::string key = std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + ':' +
+                        std::to_string(offset);
+      std::lock_guard lock(damage_mu_);
+      if (reported_.size() >= 4096) reported_.clear();
+      if (!reported_.insert(std::move(key)).second) continue;
+    }
+    damaged_.fetch_add(1, std::memory_order_relaxed);
+    util::log_error("store: " + std::string(op) + " " + std::string(path) + ": damaged span of " +
+                    std::to_string(d.length) + " bytes at offset " + std::to_string(offset) +
+                    ", intact records after it: skipped and kept on disk, the records in it are "
+                    "lost. List the damage with kagi-fsck --data " +
+                    dir_ +
+                    "; add --repair to rewrite the log without it (after a backup, under the "
+                    "log's lock)");
+    damage_log().record(
+        DamageEvent{std::chrono::system_clock::now(), std::string(path), offset, d.length});
+  }
 }
 
 }  // namespace kagi::store

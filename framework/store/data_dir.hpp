@@ -18,13 +18,18 @@
 // target and fsyncs the directory: after a crash at any point the file holds the old or the
 // new bytes, never a mix. append() adds one checksummed record to a log; a crash mid-append
 // leaves a torn tail that read_log() ignores and the next append() truncates, so only a record
-// whose append() had not returned can be lost. With fsync = false ("never") the same order is
-// kept but nothing is flushed: a process crash is still safe, a power loss may lose the last
-// commits.
+// whose append() had not returned can be lost. Only a tail that no intact record follows is
+// torn: damage in the middle of a log (a flipped bit) is skipped by readers, kept on disk,
+// reported (error log line, damaged_spans(), store/damage.hpp) and never truncated. With fsync =
+// false ("never") the same order is kept but nothing is flushed: a process crash is still safe, a
+// power loss may lose the last commits.
 //
 // Fencing. Right before a commit becomes visible (before the rename; before an append's
 // write) the guard is asked whether it still holds its lock (lock::Guard::verify); if not,
 // nothing is applied and the lock layer's error is returned.
+//
+// Modes: files are created 0600 and directories 0700 (0640 / 0750 with group_readable): the
+// data holds password hashes and client tags.
 //
 // Paths are relative to data.dir (see store/path.hpp) and are opened segment by segment with
 // O_NOFOLLOW under the parent's directory fd (existing files: in one openat2 call with
@@ -49,9 +54,11 @@
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lock/guard.hpp"
+#include "store/detail/log_format.hpp"
 #include "store/fs.hpp"
 #include "store/status.hpp"
 
@@ -79,13 +86,14 @@ struct LogTail {
 struct DataOptions {
   std::string dir = "var/data";  // data.dir: created if missing
   bool fsync = true;             // data.fsync: "always" (true) | "never" (false)
+  bool group_readable = false;   // data.group_readable: new files 0640 / dirs 0750, not 0600 / 0700
 };
 
 class DataDir {
  public:
-  // Creates options.dir if missing, opens it, and removes temp files left by processes that
-  // died mid-commit. Returns null and sets `ec` on failure. `fs` must outlive the DataDir
-  // (tests pass a FaultFs; everyone else the real one).
+  // Creates options.dir if missing (with the directory mode above), opens it, and removes temp
+  // files left by processes that died mid-commit. Returns null and sets `ec` on failure. `fs` must
+  // outlive the DataDir (tests pass a FaultFs; everyone else the real one).
   static std::unique_ptr<DataDir> open(const DataOptions& options, std::error_code& ec);
   static std::unique_ptr<DataDir> open(const DataOptions& options, FileSystem& fs,
                                        std::error_code& ec);
@@ -120,8 +128,9 @@ class DataDir {
                      const std::vector<std::string>& records);
 
   // The log's records, oldest first; at most the last `last_n`. A torn tail (a crash
-  // mid-append) is skipped. A missing log has no records. A file that is not a kagi log
-  // is refused (Errc::kCorrupt) rather than misread.
+  // mid-append) is skipped; so is a damaged span in the middle (reported once per process),
+  // and the intact records after it are returned. A missing log has no records. A file that is not
+  // a kagi log is refused (Errc::kCorrupt) rather than misread.
   Result<std::vector<std::string>> read_log(
       const lock::Guard& guard, std::string_view path,
       size_t last_n = std::numeric_limits<size_t>::max()) const;
@@ -136,13 +145,20 @@ class DataDir {
 
   const std::string& dir() const { return dir_; }
   bool fsync_enabled() const { return fsync_; }
+  // The modes new files and folders get (0600 / 0700, or 0640 / 0750 with group_readable);
+  // for code that creates folders below dir() itself (the chat's watcher).
+  mode_t file_mode() const { return file_mode_; }
+  mode_t dir_mode() const { return dir_mode_; }
   // Temp files removed by open() (left by processes that died mid-commit).
   size_t cleaned_temp_files() const { return cleaned_; }
   // How many times a file was touched under a different lock than before (each is logged).
   uint64_t lock_mismatches() const { return mismatches_.load(std::memory_order_relaxed); }
+  // Damaged spans found in the middle of logs by this DataDir (each counted and logged once;
+  // also in store::damage_log()).
+  uint64_t damaged_spans() const { return damaged_.load(std::memory_order_relaxed); }
 
  private:
-  DataDir(std::string dir, int root_fd, bool fsync, FileSystem& fs);
+  DataDir(std::string dir, int root_fd, const DataOptions& options, FileSystem& fs);
 
   // Opens the directory holding `segments.back()`; returns its fd (root_fd_ for top-level
   // files: not to be closed) or -errno. With `create`, missing directories are made.
@@ -166,6 +182,8 @@ class DataDir {
   const std::string dir_;
   const int root_fd_;
   const bool fsync_;
+  const mode_t file_mode_;
+  const mode_t dir_mode_;
   FileSystem& fs_;
   mutable std::atomic<bool> direct_open_{true};  // false once open_beneath said ENOSYS/EPERM
   size_t cleaned_ = 0;                           // set once by open(), then read-only
@@ -179,6 +197,17 @@ class DataDir {
   mutable std::mutex bindings_mu_;
   mutable std::unordered_map<std::string, Binding> bindings_;  // guarded by bindings_mu_
   mutable std::atomic<uint64_t> mismatches_{0};
+
+  // Reports each damaged span of the log `st` (`spans` relative to file offset `from`) once:
+  // an error log line naming file and offset, damaged_spans(), store::damage_log().
+  void report_damage(std::string_view op, std::string_view path, const struct stat& st,
+                     uint64_t from, const std::vector<detail::Damage>& spans) const;
+
+  // The damaged spans reported already ("dev:ino:offset"; bounded: cleared when full, which
+  // at worst reports a span again).
+  mutable std::mutex damage_mu_;
+  mutable std::unordered_set<std::string> reported_;  // guarded by damage_mu_
+  mutable std::atomic<uint64_t> damaged_{0};
 
   // Logs this process has appended to: where their whole records end. An entry is only a
   // hint: it is used when the cursor still holds (log_cursor_holds), and records past its

@@ -11,6 +11,12 @@ void FaultFs::fail_nth(Op op, int n, int error) {
 void FaultFs::clear() {
   std::lock_guard lock(mu_);
   faults_.fill(Fault{});
+  flip_ = Flip{};
+}
+
+void FaultFs::flip_on_read(uint64_t offset, unsigned char mask) {
+  std::lock_guard lock(mu_);
+  flip_ = Flip{offset, mask};
 }
 
 uint64_t FaultFs::calls(Op op) const {
@@ -66,7 +72,14 @@ ssize_t FaultFs::pwrite(int fd, const void* data, size_t size, off_t offset) {
 
 ssize_t FaultFs::pread(int fd, void* buf, size_t size, off_t offset) {
   if (int e = tick(Op::kPread)) return -e;
-  return real_fs().pread(fd, buf, size, offset);
+  const ssize_t n = real_fs().pread(fd, buf, size, offset);
+  std::lock_guard lock(mu_);
+  const auto from = static_cast<uint64_t>(offset);
+  if (n > 0 && flip_.mask != 0 && flip_.offset >= from &&
+      flip_.offset < from + static_cast<uint64_t>(n)) {
+    static_cast<unsigned char*>(buf)[flip_.offset - from] ^= flip_.mask;
+  }
+  return n;
 }
 
 int FaultFs::fsync(int fd) {

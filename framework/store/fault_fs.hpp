@@ -1,6 +1,7 @@
 // store/fault_fs.hpp — a FileSystem for tests that fails the Nth call of one kind
 // (write, fsync, rename, ...) with a chosen errno, in the spirit of Boost.Beast's
-// test::stream fail_count. Every other call goes to the real filesystem.
+// test::stream fail_count. Every other call goes to the real filesystem. It can also flip bits
+// in what reads return (damage on the medium, as the storage layer sees it).
 //
 //   FaultFs fs;
 //   fs.fail_nth(FaultFs::Op::kRename, 1, ENOSPC);   // the next rename fails
@@ -28,7 +29,10 @@ class FaultFs final : public FileSystem {
   // Arms one fault: the nth call of `op` counted from now (1 = the next one) fails with
   // `error` (an errno value). Re-arming an op replaces its previous fault.
   void fail_nth(Op op, int n, int error);
-  // Disarms all faults; counters keep running.
+  // From now on every pread that covers file offset `offset` returns that byte XOR `mask`
+  // (any file: tests use one log). The file itself is not touched. Until clear().
+  void flip_on_read(uint64_t offset, unsigned char mask);
+  // Disarms all faults (bit flips included); counters keep running.
   void clear();
   // Calls of `op` since construction (including the failed one).
   uint64_t calls(Op op) const;
@@ -64,7 +68,12 @@ class FaultFs final : public FileSystem {
   std::array<uint64_t, kOps> calls_{};  // guarded by mu_
   std::array<Fault, kOps> faults_{};    // guarded by mu_
   bool direct_allowed_ = false;         // guarded by mu_
-  uint64_t direct_opens_ = 0;           // guarded by mu_
+  struct Flip {
+    uint64_t offset = 0;
+    unsigned char mask = 0;  // 0: none
+  };
+  Flip flip_;                  // guarded by mu_
+  uint64_t direct_opens_ = 0;  // guarded by mu_
 };
 
 }  // namespace kagi::store

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs one fuzz target for longer than the ctest smoke run.
 #   tests/fuzz/run.sh TARGET SECONDS     TARGET: urlencoded multipart cookies percent utf8
+#                                        log_records
 # Needs a clang build with -DKAGI_FUZZ=ON in $KAGI_FUZZ_BUILD (default: build-fuzz at the
-# repo root). New inputs collect in $KAGI_FUZZ_BUILD/tests/fuzz/parsers/work/TARGET/corpus;
+# repo root). New inputs collect in $KAGI_FUZZ_BUILD/tests/fuzz/<suite>/work/TARGET/corpus;
 # crashes land in .../artifacts/. The checked-in seeds are never modified. Extra arguments go to
 # libFuzzer (e.g. -jobs=2 -workers=2).
 set -eu
@@ -17,6 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${KAGI_FUZZ_BUILD:-$root/build-fuzz}
 exe=$build/tests/fuzz/parsers/fuzz_$target
+[ -x "$exe" ] || exe=$build/tests/fuzz/store/fuzz_$target
 seeds=$here/corpus/$target
 if [ ! -x "$exe" ]; then
   echo "$exe not found: configure with CC=clang CXX=clang++ cmake -S $root -B $build" \
@@ -27,7 +29,7 @@ if [ ! -d "$seeds" ]; then
   echo "no seed corpus $seeds: unknown target '$target'" >&2
   exit 2
 fi
-work=$build/tests/fuzz/parsers/work/$target
+work=$(dirname "$exe")/work/$target
 mkdir -p "$work/corpus" "$work/artifacts"
 dict=$here/dict/$target.dict
 if [ -f "$dict" ]; then set -- -dict="$dict" "$@"; fi

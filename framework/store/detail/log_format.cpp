@@ -33,16 +33,31 @@ Header check_header(std::string_view file_start) {
   return kLogMagic.substr(0, file_start.size()) == file_start ? Header::kPartial : Header::kForeign;
 }
 
-size_t parse_records(std::string_view bytes, std::vector<std::string>* out) {
-  size_t pos = 0;
+size_t intact_record_at(std::string_view bytes, size_t pos) {
+  if (pos > bytes.size() || bytes.size() - pos < kRecordHeader) return 0;
+  std::string_view header = bytes.substr(pos, kRecordHeader);
+  const uint32_t length = get_u32(header);
+  if (length > kMaxRecord || bytes.size() - pos - kRecordHeader < length) return 0;
+  std::string_view payload = bytes.substr(pos + kRecordHeader, length);
+  if (crc32c(crc32c(0, header.substr(0, 4)), payload) != get_u32(header.substr(4))) return 0;
+  return kRecordHeader + length;
+}
+
+size_t parse_records(std::string_view bytes, std::vector<std::string>* out,
+                     std::vector<Damage>* damage) {
+  size_t pos = 0;  // always just past an intact record (or 0)
   while (bytes.size() - pos >= kRecordHeader) {
-    std::string_view header = bytes.substr(pos, kRecordHeader);
-    uint32_t length = get_u32(header);
-    if (length > kMaxRecord || bytes.size() - pos - kRecordHeader < length) break;
-    std::string_view payload = bytes.substr(pos + kRecordHeader, length);
-    if (crc32c(crc32c(0, header.substr(0, 4)), payload) != get_u32(header.substr(4))) break;
-    if (out) out->emplace_back(payload);
-    pos += kRecordHeader + length;
+    if (const size_t size = intact_record_at(bytes, pos)) {
+      if (out) out->emplace_back(bytes.substr(pos + kRecordHeader, size - kRecordHeader));
+      pos += size;
+      continue;
+    }
+    // Not a record: damage if an intact record follows, else the torn tail.
+    size_t next = pos + 1;
+    while (bytes.size() - next >= kRecordHeader && intact_record_at(bytes, next) == 0) ++next;
+    if (bytes.size() - next < kRecordHeader) break;
+    if (damage) damage->push_back(Damage{pos, next - pos});
+    pos = next;
   }
   return pos;
 }

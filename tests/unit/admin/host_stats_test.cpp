@@ -11,6 +11,7 @@
 
 #include "../support/temp_dir.hpp"
 #include "lock/lock_service.hpp"
+#include "store/damage.hpp"
 
 namespace kagi::apps::admin {
 namespace {
@@ -184,6 +185,23 @@ TEST(StatsPublisherTest, PublishesTheLockLayersTimeoutsWithTheirRoute) {
   EXPECT_EQ(host.events[0].path, "/bbs/3/");
   EXPECT_NE(host.events[0].detail.find("rb"), std::string::npos) << host.events[0].detail;
   EXPECT_EQ(host.stats.prefixes["bbs/board"].timeouts, 1u);
+}
+
+TEST(StatsPublisherTest, PublishesDamagedLogSpans) {
+  TempDir dir;
+  auto locks = service(dir.path() + "/locks");
+  RequestStats requests;
+  store::DamageLog damage;
+  StatsPublisher publisher(*locks, requests,
+                           {std::chrono::milliseconds(60000), std::chrono::hours(1), &damage});
+  damage.record(store::DamageEvent{{}, "bbs/boards/general.log", 4096, 57});
+  publisher.publish_now();
+  HostStats host = read_host_stats(dir.path() + "/locks");
+  ASSERT_EQ(host.events.size(), 1u);
+  EXPECT_EQ(host.events[0].kind, "log_damage");
+  EXPECT_EQ(host.events[0].name, "bbs/boards/general.log");
+  EXPECT_NE(host.events[0].detail.find("57 damaged bytes at offset 4096"), std::string::npos)
+      << host.events[0].detail;
 }
 
 TEST(ReadHostStatsTest, RemovesFilesOfDeadProcesses) {

@@ -6,15 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "lock/lock_context.hpp"
 #include "lock/lock_service.hpp"
+#include "store/damage.hpp"
 #include "store/fault_fs.hpp"
 
 namespace kagi::store {
@@ -394,6 +397,147 @@ TEST_F(DataDirTest, TornTailIsDroppedAtEveryOffset) {
   EXPECT_TRUE(dir_->read_log(g, "t.log").value().empty());
   ASSERT_TRUE(dir_->append(g, "t.log", "x").ok());
   EXPECT_EQ(dir_->read_log(g, "t.log").value(), std::vector<std::string>{"x"});
+}
+
+// The records of a log written by append(), one per id ("post <id> ..."), in order.
+std::vector<std::string> numbered_records(int from, int to) {
+  std::vector<std::string> out;
+  for (int id = from; id <= to; ++id) {
+    out.push_back("post " + std::to_string(id) + " " + std::string(20 + id % 50, 'a' + id % 26));
+  }
+  return out;
+}
+
+// The regression: a checksum mismatch in the middle was taken for a torn tail, and the next
+// append cut the log there (one flipped bit 10% into a board of 4,513 posts lost 4,050).
+TEST_F(DataDirTest, AFlippedBitInTheMiddleLosesOnlyItsRecord) {
+  const std::vector<std::string> all = numbered_records(1, 4513);
+  {
+    auto g = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->rewrite_log(g, "b.log", all).ok());
+  }
+  std::string bytes = slurp(data_ / "b.log");
+  const size_t at = bytes.size() / 10;
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
+  spit(data_ / "b.log", bytes);
+
+  open_dir();  // a fresh process: nothing cached
+  const uint64_t damage_before = damage_log().recorded();
+  auto g = ctx_->exclusive("l");
+  std::vector<std::string> read = dir_->read_log(g, "b.log").value();
+  ASSERT_EQ(read.size(), all.size() - 1);
+  // Exactly one record is gone, and it is the one holding the flipped byte.
+  size_t lost = 0;
+  while (lost < read.size() && read[lost] == all[lost]) ++lost;
+  EXPECT_TRUE(std::equal(read.begin() + static_cast<std::ptrdiff_t>(lost), read.end(),
+                         all.begin() + static_cast<std::ptrdiff_t>(lost) + 1));
+  EXPECT_GT(lost, all.size() / 20);
+  EXPECT_LT(lost, all.size() / 5);
+  EXPECT_EQ(dir_->damaged_spans(), 1u);
+  EXPECT_EQ(damage_log().recorded(), damage_before + 1);
+  ASSERT_FALSE(damage_log().recent().empty());
+  EXPECT_EQ(damage_log().recent().front().path, "b.log");
+  EXPECT_LE(damage_log().recent().front().offset, at);
+  EXPECT_GT(damage_log().recent().front().offset + damage_log().recent().front().length, at);
+
+  // The append goes after the last record: nothing is cut, the damage stays on disk.
+  ASSERT_TRUE(dir_->append(g, "b.log", "post 4514 new").ok());
+  const std::string after = slurp(data_ / "b.log");
+  EXPECT_EQ(after.substr(0, bytes.size()), bytes);
+  std::vector<std::string> want = read;
+  want.push_back("post 4514 new");
+  EXPECT_EQ(dir_->read_log(g, "b.log").value(), want);
+  LogCursor cursor;
+  EXPECT_EQ(dir_->read_log_since(g, "b.log", cursor).value().records, want);
+  // Reported once per process, however often it is read.
+  EXPECT_EQ(dir_->damaged_spans(), 1u);
+
+  // Every id is still unique and the newest is above every id ever stored.
+  std::set<std::string> ids;
+  for (const auto& r : want) ids.insert(r.substr(0, r.find(' ', 5)));
+  EXPECT_EQ(ids.size(), want.size());
+}
+
+// The same through the fault-injecting filesystem: the medium returns a flipped bit in the
+// middle of the log; the append must not truncate what follows it.
+TEST_F(DataDirTest, AppendAfterDamageSeenOnReadTruncatesNothing) {
+  const std::vector<std::string> all = numbered_records(1, 300);
+  {
+    auto g = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->rewrite_log(g, "f.log", all).ok());
+  }
+  const std::string before = slurp(data_ / "f.log");
+  for (size_t at :
+       {size_t{8}, size_t{12}, before.size() / 10, before.size() / 2, before.size() - 200}) {
+    FaultFs& faulty = faulty_;
+    open_dir(true, &faulty);  // fresh cache, so the append has to read the whole log
+    faulty.flip_on_read(at, 0x01);
+    auto g = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->append(g, "f.log", "extra").ok()) << at;
+    faulty.clear();
+    const std::string now = slurp(data_ / "f.log");
+    ASSERT_GE(now.size(), before.size()) << "the log was cut near offset " << at;
+    ASSERT_TRUE(now.compare(0, before.size(), before) == 0) << "the log changed near " << at;
+    std::vector<std::string> want = all;
+    want.push_back("extra");
+    EXPECT_EQ(dir_->read_log(g, "f.log").value(), want) << at;
+    EXPECT_EQ(dir_->damaged_spans(), 1u) << at;
+    ASSERT_TRUE(dir_->rewrite_log(g, "f.log", all).ok());
+  }
+}
+
+// Damage at the very end (no intact record after it) is still a torn tail: dropped.
+TEST_F(DataDirTest, DamageInTheLastRecordIsATornTail) {
+  auto g = ctx_->exclusive("l");
+  ASSERT_TRUE(dir_->append(g, "t.log", "one").ok());
+  ASSERT_TRUE(dir_->append(g, "t.log", "two").ok());
+  std::string bytes = slurp(data_ / "t.log");
+  bytes[bytes.size() - 1] ^= 0x40;
+  spit(data_ / "t.log", bytes);
+  open_dir();
+  EXPECT_EQ(dir_->read_log(g, "t.log").value(), std::vector<std::string>{"one"});
+  ASSERT_TRUE(dir_->append(g, "t.log", "three").ok());
+  EXPECT_EQ(dir_->read_log(g, "t.log").value(), (std::vector<std::string>{"one", "three"}));
+  EXPECT_EQ(dir_->damaged_spans(), 0u);
+}
+
+mode_t mode_of(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+// Data files hold password hashes and client tags: not for other users of the host.
+TEST_F(DataDirTest, CreatesFilesAndDirectoriesPrivately) {
+  // The usual umask, restored however the test ends.
+  struct Umask {
+    mode_t old = ::umask(022);
+    ~Umask() { ::umask(old); }
+  } umask_022;
+  for (bool group : {false, true}) {
+    dir_.reset();
+    fs::remove_all(root_ / "fresh");
+    std::error_code ec;
+    dir_ = DataDir::open(
+        {.dir = (root_ / "fresh" / "data").string(), .fsync = false, .group_readable = group}, ec);
+    ASSERT_TRUE(dir_) << ec.message();
+    const fs::path d = root_ / "fresh" / "data";
+    const mode_t file = group ? 0640 : 0600, dir = group ? 0750 : 0700;
+    auto g = ctx_->exclusive("m");
+    ASSERT_TRUE(dir_->commit(g, "top.dat", "x").ok());
+    ASSERT_TRUE(dir_->commit(g, "a/b/c.dat", "x").ok());
+    ASSERT_TRUE(dir_->append(g, "logs/one.log", "x").ok());
+    ASSERT_TRUE(dir_->rewrite_log(g, "logs/two.log", {"x"}).ok());
+    EXPECT_EQ(mode_of(root_ / "fresh"), dir) << group;
+    EXPECT_EQ(mode_of(d), dir) << group;
+    EXPECT_EQ(mode_of(d / "a"), dir) << group;
+    EXPECT_EQ(mode_of(d / "a" / "b"), dir) << group;
+    EXPECT_EQ(mode_of(d / "logs"), dir) << group;
+    EXPECT_EQ(mode_of(d / "top.dat"), file) << group;
+    EXPECT_EQ(mode_of(d / "a" / "b" / "c.dat"), file) << group;
+    EXPECT_EQ(mode_of(d / "logs" / "one.log"), file) << group;
+    EXPECT_EQ(mode_of(d / "logs" / "two.log"), file) << group;
+  }
 }
 
 TEST_F(DataDirTest, ForeignFileIsNotALog) {

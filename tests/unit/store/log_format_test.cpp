@@ -42,6 +42,56 @@ TEST(LogFormatTest, CorruptionStopsParsing) {
   }
 }
 
+// Damage before an intact record is skipped, not taken for the torn tail: every flipped byte
+// of a middle record loses that record only, and the span is reported.
+TEST(LogFormatTest, DamageInTheMiddleKeepsEveryLaterRecord) {
+  std::string bytes;
+  encode_record(bytes, "first");
+  const size_t second_at = bytes.size();
+  encode_record(bytes, "second, the damaged one");
+  const size_t third_at = bytes.size();
+  encode_record(bytes, "third");
+  encode_record(bytes, "");
+  encode_record(bytes, "fifth");
+  for (size_t i = second_at; i < third_at; ++i) {
+    for (unsigned char mask : {0x01, 0x80, 0xff}) {
+      std::string bad = bytes;
+      bad[i] = static_cast<char>(bad[i] ^ mask);
+      std::vector<std::string> out;
+      std::vector<Damage> damage;
+      EXPECT_EQ(parse_records(bad, &out, &damage), bad.size()) << "flipped byte " << i;
+      EXPECT_EQ(out, (std::vector<std::string>{"first", "third", "", "fifth"})) << i;
+      ASSERT_EQ(damage.size(), 1u) << i;
+      EXPECT_EQ(damage[0].offset, second_at) << i;
+      EXPECT_EQ(damage[0].length, third_at - second_at) << i;
+    }
+  }
+}
+
+TEST(LogFormatTest, SeveralDamagedSpansAndATornTail) {
+  std::string bytes;
+  std::vector<size_t> starts;
+  for (int i = 0; i < 10; ++i) {
+    starts.push_back(bytes.size());
+    encode_record(bytes, "record " + std::to_string(i));
+  }
+  std::string bad = bytes;
+  bad[starts[2] + 9] ^= 1;     // payload of record 2
+  bad[starts[5] + 1] ^= 1;     // length of record 5
+  bad[starts[6] + 5] ^= 1;     // crc of record 6: one span with 5
+  bad.resize(bad.size() - 2);  // record 9 torn
+  std::vector<std::string> out;
+  std::vector<Damage> damage;
+  EXPECT_EQ(parse_records(bad, &out, &damage), starts[9]);
+  EXPECT_EQ(out, (std::vector<std::string>{"record 0", "record 1", "record 3", "record 4",
+                                           "record 7", "record 8"}));
+  ASSERT_EQ(damage.size(), 2u);
+  EXPECT_EQ(damage[0].offset, starts[2]);
+  EXPECT_EQ(damage[0].length, starts[3] - starts[2]);
+  EXPECT_EQ(damage[1].offset, starts[5]);
+  EXPECT_EQ(damage[1].length, starts[7] - starts[5]);
+}
+
 TEST(LogFormatTest, Header) {
   EXPECT_EQ(check_header("KAGILOG1rest"), Header::kValid);
   EXPECT_EQ(check_header(""), Header::kPartial);
