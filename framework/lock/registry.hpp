@@ -83,7 +83,6 @@ class Registry {
   int fd_;
   void* map_;
   size_t map_size_;
-  size_t slots_;
   // A bit per slot, set while the slot is taken: taking one is a compare-and-swap, freeing it
   // one atomic AND (no mutex on the acquire path). Bits past the last slot stay set.
   std::unique_ptr<std::atomic<uint64_t>[]> in_use_;

@@ -11,7 +11,7 @@ KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libfcgi-dev libboost-dev
 KAGI_DEMO_PACKAGES=(apache2-utils)
 # What the tests need on top: test frameworks, sanitizer/fuzzer runtimes, the real servers.
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
-  nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium)
+  nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk)
 # What scripts/bench needs on top.
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache)
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "lock/lock_service.hpp"
+#include "support/checked_reporter.hpp"
 
 namespace {
 
@@ -48,9 +49,10 @@ void BM_BareOpenFlockClose(benchmark::State& state) {
   const std::string path = g_dir + "/bare-open.lock";
   for (auto _ : state) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    ::flock(fd, LOCK_EX);
-    ::flock(fd, LOCK_UN);
-    ::close(fd);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0 || ::flock(fd, LOCK_UN) != 0) {
+      state.SkipWithError("open/flock failed");
+    }
+    if (fd >= 0) ::close(fd);
   }
 }
 BENCHMARK(BM_BareOpenFlockClose)->ComputeStatistics("min", min_of);
@@ -58,9 +60,9 @@ BENCHMARK(BM_BareOpenFlockClose)->ComputeStatistics("min", min_of);
 void BM_BareFlockOpenFd(benchmark::State& state) {
   const std::string path = g_dir + "/bare-fd.lock";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) state.SkipWithError("open failed");
   for (auto _ : state) {
-    ::flock(fd, LOCK_EX);
-    ::flock(fd, LOCK_UN);
+    if (::flock(fd, LOCK_EX) != 0 || ::flock(fd, LOCK_UN) != 0) state.SkipWithError("flock failed");
   }
   ::close(fd);
 }
@@ -72,11 +74,12 @@ void BM_BareOfdOpenFd(benchmark::State& state) {
   struct flock fl {};
   fl.l_whence = SEEK_SET;
   fl.l_len = 1;
+  if (fd < 0) state.SkipWithError("open failed");
   for (auto _ : state) {
     fl.l_type = F_WRLCK;
-    ::fcntl(fd, F_OFD_SETLK, &fl);
+    const int locked = ::fcntl(fd, F_OFD_SETLK, &fl);
     fl.l_type = F_UNLCK;
-    ::fcntl(fd, F_OFD_SETLK, &fl);
+    if (locked != 0 || ::fcntl(fd, F_OFD_SETLK, &fl) != 0) state.SkipWithError("fcntl failed");
   }
   ::close(fd);
 }
@@ -87,6 +90,7 @@ void BM_ContextExclusive(benchmark::State& state) {
   auto ctx = g_service->context(who());
   for (auto _ : state) {
     auto guard = ctx->exclusive("bench/board/1");
+    if (!guard) state.SkipWithError("lock not held");
     benchmark::DoNotOptimize(guard);
   }
 }
@@ -96,6 +100,7 @@ void BM_ContextExclusiveNoRegistry(benchmark::State& state) {
   auto ctx = g_service_noreg->context(who());
   for (auto _ : state) {
     auto guard = ctx->exclusive("bench/board/2");
+    if (!guard) state.SkipWithError("lock not held");
     benchmark::DoNotOptimize(guard);
   }
 }
@@ -106,6 +111,7 @@ void BM_RequestWithOneLock(benchmark::State& state) {
   for (auto _ : state) {
     auto ctx = g_service->context(who());
     auto guard = ctx->exclusive("bench/board/3");
+    if (!guard) state.SkipWithError("lock not held");
     benchmark::DoNotOptimize(guard);
   }
 }
@@ -119,6 +125,7 @@ void BM_SharedAlreadyHeldShared(benchmark::State& state) {
   auto ctx = g_service->context(who());
   for (auto _ : state) {
     auto guard = ctx->shared("bench/board/4");
+    if (!guard) state.SkipWithError("lock not held");
     benchmark::DoNotOptimize(guard);
   }
 }
@@ -131,6 +138,7 @@ void BM_Contended(benchmark::State& state) {
   const std::string name = "bench/hot/" + std::to_string(state.thread_index() % names);
   for (auto _ : state) {
     auto guard = ctx->exclusive(name);
+    if (!guard) state.SkipWithError("lock not held");
     benchmark::DoNotOptimize(guard);
   }
   state.SetItemsProcessed(state.iterations());
@@ -139,7 +147,7 @@ BENCHMARK(BM_Contended)->Arg(1)->Arg(8)->Threads(2)->Threads(8)->UseRealTime();
 
 // Records each benchmark's time per iteration (with repetitions: the min if computed, else the
 // median) so main() can print the ratios.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public kagi::bench::CheckedReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
@@ -154,7 +162,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
         if (r.aggregate_name == "min") mins_.insert(name);
       }
     }
-    ConsoleReporter::ReportRuns(runs);
+    CheckedReporter::ReportRuns(runs);
   }
   double ns(const std::string& name) const {
     auto it = ns_.find(name);
@@ -207,5 +215,5 @@ int main(int argc, char** argv) {
   g_service_noreg.reset();
   std::error_code ec;
   std::filesystem::remove_all(g_dir, ec);
-  return 0;
+  return kagi::bench::checked_exit_code(reporter);
 }

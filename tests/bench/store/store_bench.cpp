@@ -19,6 +19,7 @@
 #include "lock/lock_context.hpp"
 #include "lock/lock_service.hpp"
 #include "store/data_dir.hpp"
+#include "support/checked_reporter.hpp"
 #include "util/log.hpp"
 
 namespace {
@@ -123,9 +124,10 @@ int main(int argc, char** argv) {
   kagi::util::set_log_level(kagi::util::LogLevel::kWarn);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
+  kagi::bench::CheckedReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   std::error_code ec;
   fs::remove_all(scratch(), ec);
-  return 0;
+  return kagi::bench::checked_exit_code(reporter);
 }
