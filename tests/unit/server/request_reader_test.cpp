@@ -69,6 +69,19 @@ TEST(RequestReader, ByteByByteGivesTheSameRequest) {
   EXPECT_EQ(r.take().body, "abcde");
 }
 
+TEST(RequestReader, LastChunkAloneInPieces) {
+  // Found by fuzz_request: Beast 1.74 asserted on "0\r\n" then "\r" (debug builds).
+  for (size_t step : {size_t{1}, size_t{2}, size_t{3}, size_t{4}}) {
+    RequestReader r(kLimits);
+    EXPECT_EQ(
+        feed_all(r, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                 step),
+        Status::kDone)
+        << step;
+    EXPECT_EQ(r.take().body, "");
+  }
+}
+
 TEST(RequestReader, PipelinedRequestsStayBuffered) {
   RequestReader r(kLimits);
   r.feed("GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\nGET /3");
