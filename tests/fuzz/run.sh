@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs one fuzz target for longer than the ctest smoke run.
-#   tests/fuzz/run.sh TARGET SECONDS     TARGET: urlencoded multipart cookies percent utf8
+#   tests/fuzz/run.sh TARGET SECONDS     TARGET: urlencoded multipart cookies percent utf8 request
 # Needs a clang build with -DKAGI_FUZZ=ON in $KAGI_FUZZ_BUILD (default: build-fuzz at the
 # repo root). New inputs collect in $KAGI_FUZZ_BUILD/tests/fuzz/parsers/work/TARGET/corpus;
 # crashes land in .../artifacts/. The checked-in seeds are never modified. Extra arguments go to
