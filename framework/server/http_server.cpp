@@ -138,10 +138,10 @@ class Core : public std::enable_shared_from_this<Core> {
 // (request_reader.hpp). At most one read is pending at a time, and the reader's buffer is
 // parsed only while none is (a pending read writes into it).
 //
-// Watching. While a request's response is outstanding (a handler at work, or a parked
-// long-poll) a read stays pending: an error or a reset means the client left (client_gone()
-// turns true and the socket is closed at once); end of stream means it will send nothing
-// more (client_gone() turns true; its answer is still written, then the connection closes);
+// Watching. While a parked request's response is outstanding (its handler returned without
+// answering: a long-poll) a read stays pending: an error or a reset means the client left
+// (client_gone() turns true and the socket is closed at once); end of stream means it will send
+// nothing more (client_gone() turns true; its answer is still written, then the connection closes);
 // bytes are the start of a pipelined request and stay buffered for it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -474,8 +474,10 @@ void Session::dispatch() {
     util::log_error(std::string("http: unhandled exception from the app: ") + e.what());
     if (!exchange->sent()) exchange->send(core_->app().error_page(500, "Internal error."));
   }
-  // Responses are always posted, so none has been written yet: watch for the client.
-  watch();
+  // A parked request (no response yet): watch for its client. An answered one needs no
+  // watch, its response is already posted behind this handler; that saves a read and a
+  // cancel per ordinary request.
+  if (!exchange->sent()) watch();
 }
 
 Core::Core(App& app, HttpOptions options)
