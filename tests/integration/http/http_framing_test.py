@@ -13,6 +13,7 @@ notices a client that leaves while its request is parked.
 """
 
 import os
+import select
 import socket
 import sys
 import time
@@ -103,7 +104,8 @@ def endless(port, head, filler, limit_bytes=8 << 20, seconds=10.0):
             try:
                 sent += s.send(filler)
             except BlockingIOError:
-                time.sleep(0.001)  # the socket buffer is full: let the server read
+                # The socket buffers are full: wait until the server reads or answers.
+                select.select([s], [s], [], max(0.0, deadline - time.monotonic()))
             except (BrokenPipeError, ConnectionResetError):
                 break
         # What the server answered (if anything) once the sending stops.
