@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -35,6 +36,10 @@ using Clock = std::chrono::steady_clock;
 // request is read and dropped so that closing does not reset the connection before the
 // client has read the answer.
 constexpr auto kLingerTime = std::chrono::seconds(2);
+// After a 400 or 431 the rest is no body worth waiting for (an endless chunk extension,
+// say): at most this much of it is read and dropped. After a 413 the client may still be
+// sending the refused body, which only kLingerTime bounds, so that it reads the 413.
+constexpr size_t kLingerBytesAfterBadRequest = 64 * 1024;
 // During a stop, how long a connection that has not sent its first request yet may take
 // to send it.
 constexpr auto kFirstRequestGrace = std::chrono::milliseconds(1000);
@@ -328,6 +333,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // An error answer from the front end itself; the connection closes after it.
   void fail(int status, const std::string& message) {
     close_after_error_ = true;
+    linger_budget_ = status == 413 ? SIZE_MAX : kLingerBytesAfterBadRequest;
     write(core_->app().error_page(status, message));
   }
 
@@ -380,8 +386,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Reads and drops what the client still sends (the body of a refused request) until it
-  // closes or kLingerTime passes, then closes. Error answers are written only from
-  // advance(), so no read is pending here.
+  // closes, kLingerTime passes or linger_budget_ is spent, then closes. Error answers are written
+  // only from advance(), so no read is pending here.
   void linger_close() {
     phase_ = Phase::kLinger;
     beast::error_code ec;
@@ -393,8 +399,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void linger_read() {
     socket_.async_read_some(net::buffer(discard_),
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec) return self->close();
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec || n >= self->linger_budget_) return self->close();
+                              self->linger_budget_ -= n;
                               self->linger_read();
                             });
   }
@@ -422,6 +429,7 @@ class Session : public std::enable_shared_from_this<Session> {
   int served_ = 0;        // requests read on this connection
   bool head_ = false;
   bool close_after_error_ = false;
+  size_t linger_budget_ = 0;  // bytes linger_close() may still drop
   bool closed_ = false;
   std::atomic<bool> gone_{false};  // read by client_gone() from any thread
 };

@@ -91,6 +91,12 @@ def attack_once(port, first, filler):
     return ("closed" if closed else None), sent, took
 
 
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Attacker(threading.Thread):
     def __init__(self, port, kind, stop):
         super().__init__(daemon=True)
@@ -117,6 +123,7 @@ def test(env, fail):
     harness.wait_for_port(port, proc, "kagi-demo --http")
     fail.equal(harness.request(port, "GET", "/_test/echo").status, 200, "served before the attack")
 
+    cpu0 = cpu_seconds(proc.pid)
     rss = RssSampler(lambda: [proc.pid]).start()
     probe = LatencyProbe(port, "/_test/echo").start()
     stop = threading.Event()
@@ -131,8 +138,9 @@ def test(env, fail):
     probe.stop()
     rss.stop()
 
-    print("attack: %d connections at once, %.0f s; probe: %s; %s"
-          % (len(attackers), ATTACK_SECONDS, probe.summary(), rss.summary()), flush=True)
+    print("attack: %d connections at once, %.0f s; probe: %s; %s; server CPU %.2f s"
+          % (len(attackers), ATTACK_SECONDS, probe.summary(), rss.summary(),
+             cpu_seconds(proc.pid) - cpu0), flush=True)
     for kind, (_, _, want) in KINDS.items():
         results = [r for a in attackers if a.kind == kind for r in a.results]
         statuses = {}
