@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
       ho.listen = options.http.value_or(conf.get_string("server.http"));
       ho.threads = threads;
       ho.shutdown_timeout = shutdown;
+      ho.max_connections = static_cast<size_t>(conf.get_int("server.max_connections"));
       http = std::make_unique<kagi::HttpServer>(app, ho);
       kagi::util::log_info("kagi-demo: HTTP on http://" + ho.listen + "/");
     }

@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "app/app.hpp"
+#include "server/request_reader.hpp"
 #include "util/log.hpp"
 
 namespace kagi {
@@ -34,9 +36,17 @@ using Clock = std::chrono::steady_clock;
 // request is read and dropped so that closing does not reset the connection before the
 // client has read the answer.
 constexpr auto kLingerTime = std::chrono::seconds(2);
+// After a 400 or 431 the rest is no body worth waiting for (an endless chunk extension,
+// say): at most this much of it is read and dropped. After a 413 the client may still be
+// sending the refused body, which only kLingerTime bounds, so that it reads the 413.
+constexpr size_t kLingerBytesAfterBadRequest = 64 * 1024;
 // During a stop, how long a connection that has not sent its first request yet may take
 // to send it.
 constexpr auto kFirstRequestGrace = std::chrono::milliseconds(1000);
+// After a failed accept (out of descriptors), accepting pauses this long, doubling up to
+// the maximum while it keeps failing.
+constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(50);
+constexpr auto kAcceptBackoffMax = std::chrono::milliseconds(1000);
 
 bool has_crlf(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
 
@@ -104,12 +114,19 @@ class Core : public std::enable_shared_from_this<Core> {
 
  private:
   void accept();
+  // On the acceptor's strand: a Session for `socket`, or a 503 beyond max_connections.
+  void admit(tcp::socket socket);
 
   App& app_;
   const HttpOptions options_;
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   net::steady_timer accept_retry_;
+  // On the acceptor's strand: the pause after the next failed accept (out of descriptors),
+  // and whether accepting is paused or refusing now (each episode is logged once).
+  std::chrono::milliseconds accept_backoff_ = kAcceptBackoffMin;
+  bool refusing_ = false;
+  std::atomic<bool> accept_paused_{false};  // read by remove_session() on any thread
   std::atomic<bool> stopping_{false};
 
   std::mutex mu_;
@@ -121,12 +138,27 @@ class Core : public std::enable_shared_from_this<Core> {
 };
 
 // One client connection; all its handlers run on its strand.
+//
+// Reading. All bytes go through the connection's RequestReader, whose buffer is bounded
+// (request_reader.hpp). At most one read is pending at a time, and the reader's buffer is
+// parsed only while none is (a pending read writes into it).
+//
+// Watching. While a parked request's response is outstanding (its handler returned without
+// answering: a long-poll) a read stays pending: an error or a reset means the client left
+// (client_gone() turns true and the socket is closed at once); end of stream means it will send
+// nothing more (client_gone() turns true; its answer is still written, then the connection closes);
+// bytes are the start of a pipelined request and stay buffered for it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<Core> core, tcp::socket socket)
-      : core_(std::move(core)), stream_(std::move(socket)) {
+      : core_(std::move(core)),
+        socket_(std::move(socket)),
+        deadline_(socket_.get_executor()),
+        reader_(ReaderLimits{
+            .max_header_bytes = core_->app().limits().max_header_bytes,
+            .max_body_bytes = static_cast<uint64_t>(core_->app().limits().max_body_bytes)}) {
     boost::system::error_code ec;
-    auto peer = stream_.socket().remote_endpoint(ec);
+    auto peer = socket_.remote_endpoint(ec);
     if (!ec) client_address_ = peer.address().to_string();
   }
   ~Session() { core_->remove_session(this); }
@@ -135,7 +167,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start() {
     core_->add_session(shared_from_this());
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->read_header(); });
   }
 
   // On the strand: a stop was requested. An idle connection is closed now; a busy one is
@@ -145,108 +177,155 @@ class Session : public std::enable_shared_from_this<Session> {
     // A kept-alive connection between requests is closed (clients retry on those); a new
     // one gets a moment for its first request, which its client may have sent already.
     if (served_ > 0) return close();
-    stream_.expires_after(
+    arm_deadline(
         std::min<std::chrono::milliseconds>(core_->options().idle_timeout, kFirstRequestGrace));
   }
 
   // From a parked responder on any thread: write `response` on the strand.
   void deliver(http::Response response) {
     auto self = shared_from_this();
-    core_->post(stream_.get_executor(),
+    core_->post(socket_.get_executor(),
                 [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
   }
 
   bool gone() const { return gone_.load(); }
-  net::any_io_executor strand() { return stream_.get_executor(); }
+  net::any_io_executor strand() { return socket_.get_executor(); }
   // After the io threads have stopped: no handler runs concurrently any more.
   void force_close() { close(); }
 
  private:
-  const Limits& limits() const { return core_->app().limits(); }
+  enum class Phase {
+    kHeader,  // reading a request's header block
+    kBody,    // reading its body
+    kWatch,   // its response is outstanding; watching the socket (see above)
+    kLinger,  // an error answer went out; dropping what the client still sends
+  };
 
   // Bytes of a next request have arrived (buffered, or waiting in the socket). Such a
   // connection is not idle: a stop serves that request before closing.
   bool request_started() {
     beast::error_code ec;
-    return buffer_.size() > 0 || stream_.socket().available(ec) > 0;
+    return reader_.buffered() > 0 || socket_.available(ec) > 0;
   }
+
+  // One deadline per phase (a whole header block, a whole body, a write, the linger):
+  // reached → the connection is closed. Not per read, so that a client dripping one byte
+  // at a time cannot hold a connection longer than the phase's deadline.
+  void arm_deadline(std::chrono::milliseconds after) {
+    deadline_.expires_after(after);
+    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      // A handler already queued when the deadline was moved must not close.
+      if (!ec && self->deadline_.expiry() <= Clock::now()) self->close();
+    });
+  }
+  void disarm_deadline() { deadline_.expires_at(net::steady_timer::time_point::max()); }
 
   void read_header() {
     const bool stopping = core_->stopping();
     if (stopping && served_ > 0 && !request_started()) return close();
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(limits().max_header_bytes));
-    parser_->body_limit(limits().max_body_bytes);
+    reader_.next();
+    phase_ = Phase::kHeader;
     idle_ = true;
     // During a stop, a connection with no request bytes yet gets only a short grace. One
     // whose request is already here gets the normal timeout: with every io thread busy it
     // may wait longer than the grace for a thread to read it, and it must still be served.
     const bool grace = stopping && !request_started();
-    stream_.expires_after(grace ? std::min<std::chrono::milliseconds>(core_->options().idle_timeout,
-                                                                      kFirstRequestGrace)
-                                : core_->options().idle_timeout);
-    bhttp::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+    arm_deadline(grace ? std::min<std::chrono::milliseconds>(core_->options().idle_timeout,
+                                                             kFirstRequestGrace)
+                       : core_->options().idle_timeout);
+    if (reading_) {
+      // The watch read is still out: take it back, then parse what is buffered (a
+      // pipelined request may be complete already, its client waiting for our answer).
+      beast::error_code ec;
+      socket_.cancel(ec);
+      return;
+    }
+    advance();
   }
 
-  void on_header(beast::error_code ec) {
-    idle_ = false;
-    // Beast refuses a Content-Length over body_limit while parsing the header already.
-    if (ec == bhttp::error::body_limit) {
-      return fail(413, "The request body is larger than " +
-                           std::to_string(limits().max_body_bytes) + " bytes.");
+  // Parses what is buffered and acts on it. Only while no read is pending.
+  void advance() {
+    for (;;) {
+      switch (reader_.parse()) {
+        case RequestReader::Status::kError:
+          idle_ = false;
+          return fail(reader_.error_status(), reader_.error_message());
+        case RequestReader::Status::kDone:
+          idle_ = false;
+          return dispatch();
+        case RequestReader::Status::kHeader:
+          idle_ = false;
+          phase_ = Phase::kBody;
+          arm_deadline(core_->options().idle_timeout);
+          if (reader_.expects_continue()) return send_continue();
+          continue;
+        case RequestReader::Status::kNeedMore:
+          return read_more();
+      }
     }
-    if (ec == bhttp::error::header_limit) {
-      return fail(431, "The request headers are larger than " +
-                           std::to_string(limits().max_header_bytes) + " bytes.");
-    }
-    if (ec) return read_failed(ec);
-    auto& req = parser_->get();
-    head_ = req.method() == bhttp::verb::head;
-    if (auto length = parser_->content_length(); length && *length > limits().max_body_bytes) {
-      // Answered before the body is read; a client that sent Expect: 100-continue then
-      // never sends it.
-      return fail(413, "The request body is larger than " +
-                           std::to_string(limits().max_body_bytes) + " bytes.");
-    }
-    if (parser_->is_done()) return dispatch();
-    auto expect = req[bhttp::field::expect];
-    if (beast::iequals(expect, "100-continue")) {
-      auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
-                                                                       req.version());
-      stream_.expires_after(core_->options().idle_timeout);
-      return bhttp::async_write(stream_, *cont,
-                                [self = shared_from_this(), cont](beast::error_code ec, size_t) {
-                                  if (ec) return self->close();
-                                  self->read_body();
-                                });
-    }
-    read_body();
   }
 
-  void read_body() {
-    stream_.expires_after(core_->options().idle_timeout);
-    bhttp::async_read(
-        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-          if (ec == bhttp::error::body_limit) {
-            return self->fail(413, "The request body is larger than " +
-                                       std::to_string(self->limits().max_body_bytes) + " bytes.");
-          }
-          if (ec) return self->read_failed(ec);
-          self->dispatch();
-        });
+  void send_continue() {
+    auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
+                                                                     reader_.version());
+    bhttp::async_write(socket_, *cont,
+                       [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                         if (ec) return self->close();
+                         self->advance();
+                       });
   }
 
-  void read_failed(beast::error_code ec) {
-    // The client closed, timed out, or we closed on stop: nothing to answer.
-    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
-        ec == net::error::operation_aborted || ec == net::error::eof ||
-        ec == net::error::connection_reset || ec == net::error::bad_descriptor ||
-        ec == bhttp::error::partial_message) {
+  void read_more() {
+    if (eof_) return close();  // the client sent all it will: the request stays incomplete
+    auto room = reader_.prepare();
+    if (room.size() == 0) {
+      // The reader fails a request before its buffer fills; never reached.
+      util::log_error("http: read buffer full while a request needs more; closing");
       return close();
     }
-    fail(400, "The request is not valid HTTP/1.1.");
+    reading_ = true;
+    socket_.async_read_some(room, [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->on_read(ec, n);
+    });
+  }
+
+  // While the response is outstanding: a read into the room left in the buffer.
+  void watch() {
+    if (reading_ || eof_ || closed_ || phase_ != Phase::kWatch) return;
+    auto room = reader_.prepare();
+    // A client that pipelined a full buffer is not watched further; its next request
+    // waits in the buffer.
+    if (room.size() == 0) return;
+    reading_ = true;
+    socket_.async_read_some(room, [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->on_read(ec, n);
+    });
+  }
+
+  void on_read(beast::error_code ec, size_t n) {
+    reading_ = false;
+    reader_.commit(n);
+    if (closed_) return;
+    if (ec == net::error::eof) {
+      eof_ = true;
+      gone_ = true;
+    }
+    switch (phase_) {
+      case Phase::kWatch:
+        if (ec && !eof_ && ec != net::error::operation_aborted) {
+          // Reset or another error: nobody will read the answer.
+          gone_ = true;
+          return close();
+        }
+        return watch();
+      case Phase::kLinger:
+        return;  // linger_close() was not started while a read was pending
+      case Phase::kHeader:
+      case Phase::kBody:
+        // Cancelled by read_header() (a response went out while watching): parse now.
+        if (ec && ec != net::error::operation_aborted && !eof_) return close();
+        return advance();
+    }
   }
 
   void dispatch();
@@ -254,6 +333,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // An error answer from the front end itself; the connection closes after it.
   void fail(int status, const std::string& message) {
     close_after_error_ = true;
+    linger_budget_ = status == 413 ? SIZE_MAX : kLingerBytesAfterBadRequest;
     write(core_->app().error_page(status, message));
   }
 
@@ -261,8 +341,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void write(http::Response response) {
     if (closed_) return;
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
-    unsigned version = parser_ ? parser_->get().version() : 11;
-    res->version(version == 10 ? 10 : 11);
+    res->version(reader_.version() == 10 ? 10 : 11);
     res->result(static_cast<unsigned>(response.status));
     res->reason(http::reason_phrase(response.status));
     for (const auto& [name, value] : response.headers.items()) {
@@ -274,8 +353,8 @@ class Session : public std::enable_shared_from_this<Session> {
       std::string line = http::to_set_cookie(cookie);
       if (!has_crlf(line)) res->insert(bhttp::field::set_cookie, line);
     }
-    bool keep_alive = !close_after_error_ && !core_->stopping() && parser_ && parser_->is_done() &&
-                      parser_->get().keep_alive();
+    bool keep_alive =
+        !close_after_error_ && !core_->stopping() && reader_.done() && reader_.keep_alive();
     res->keep_alive(keep_alive);
     if (head_) {
       // The pipeline empties a HEAD response's body; the length of the GET body is only
@@ -289,8 +368,8 @@ class Session : public std::enable_shared_from_this<Session> {
       res->body() = std::move(response.body);
       res->prepare_payload();
     }
-    stream_.expires_after(core_->options().idle_timeout);
-    bhttp::async_write(stream_, *res,
+    arm_deadline(core_->options().idle_timeout);
+    bhttp::async_write(socket_, *res,
                        [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
                          if (ec) return self->close();
                          if (self->close_after_error_) return self->linger_close();
@@ -302,23 +381,27 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void shutdown_close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
     close();
   }
 
   // Reads and drops what the client still sends (the body of a refused request) until it
-  // closes or kLingerTime passes, then closes.
+  // closes, kLingerTime passes or linger_budget_ is spent, then closes. Error answers are written
+  // only from advance(), so no read is pending here.
   void linger_close() {
+    phase_ = Phase::kLinger;
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.expires_after(kLingerTime);
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    if (eof_ || reading_) return close();
+    arm_deadline(kLingerTime);
     discard_.resize(16384);
     linger_read();
   }
   void linger_read() {
-    stream_.async_read_some(net::buffer(discard_),
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec) return self->close();
+    socket_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec || n >= self->linger_budget_) return self->close();
+                              self->linger_budget_ -= n;
                               self->linger_read();
                             });
   }
@@ -328,20 +411,25 @@ class Session : public std::enable_shared_from_this<Session> {
     closed_ = true;
     gone_ = true;
     beast::error_code ec;
-    stream_.socket().close(ec);
+    socket_.close(ec);
+    deadline_.cancel();
   }
 
   std::shared_ptr<Core> core_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  tcp::socket socket_;
+  net::steady_timer deadline_;
   std::string client_address_;
   std::vector<char> discard_;
   // The fields below are touched on the strand only.
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  bool idle_ = false;  // waiting for the next request's header
-  int served_ = 0;     // requests read on this connection
+  RequestReader reader_;
+  Phase phase_ = Phase::kHeader;
+  bool reading_ = false;  // a read into reader_ is pending
+  bool eof_ = false;      // the client shut down its side: no more bytes will come
+  bool idle_ = false;     // waiting for the next request's header
+  int served_ = 0;        // requests read on this connection
   bool head_ = false;
   bool close_after_error_ = false;
+  size_t linger_budget_ = 0;  // bytes linger_close() may still drop
   bool closed_ = false;
   std::atomic<bool> gone_{false};  // read by client_gone() from any thread
 };
@@ -380,18 +468,13 @@ class Exchange : public Responder {
 
 void Session::dispatch() {
   ++served_;
-  auto& req = parser_->get();
-  http::Request request;
-  request.method = std::string(req.method_string());
-  request.target = std::string(req.target());
-  for (const auto& field : req) {
-    request.headers.add(std::string(field.name_string()), std::string(field.value()));
-  }
+  phase_ = Phase::kWatch;
+  head_ = reader_.head();
+  http::Request request = reader_.take();
   request.client_address = client_address_;
   request.https = false;
-  request.body = std::move(req.body());
   // No deadline while the app works on it: a parked long-poll may legitimately take long.
-  stream_.expires_never();
+  disarm_deadline();
   auto exchange = std::make_shared<Exchange>(shared_from_this());
   try {
     core_->app().handle(std::move(request), exchange);
@@ -399,6 +482,10 @@ void Session::dispatch() {
     util::log_error(std::string("http: unhandled exception from the app: ") + e.what());
     if (!exchange->sent()) exchange->send(core_->app().error_page(500, "Internal error."));
   }
+  // A parked request (no response yet): watch for its client. An answered one needs no
+  // watch, its response is already posted behind this handler; that saves a read and a
+  // cancel per ordinary request.
+  if (!exchange->sent()) watch();
 }
 
 Core::Core(App& app, HttpOptions options)
@@ -428,6 +515,12 @@ void Core::remove_session(Session* session) {
   {
     std::lock_guard lock(mu_);
     sessions_.erase(session);
+    // A descriptor came free: try accepting now rather than at the end of the pause.
+    if (accept_paused_.load() && io_running_) {
+      net::post(accept_retry_.get_executor(), [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->accept_retry_.cancel();
+      });
+    }
   }
   cv_.notify_all();
 }
@@ -447,17 +540,66 @@ void Core::accept() {
       net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
         // An accepted connection is served even if a stop closed the acceptor meanwhile:
         // its client sent its request before the stop (dropping it lost that request).
-        if (!ec) std::make_shared<Session>(self, std::move(s))->start();
+        if (!ec) {
+          if (self->accept_paused_.exchange(false)) {
+            util::log_info("http: accepting connections again on " + self->options_.listen);
+          }
+          self->accept_backoff_ = kAcceptBackoffMin;
+          self->admit(std::move(s));
+        }
         if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
         if (ec) {
-          // Out of descriptors or similar: retry shortly instead of spinning.
-          util::log_error("http: accept on " + self->options_.listen + ": " + ec.message());
-          self->accept_retry_.expires_after(std::chrono::milliseconds(100));
+          // Out of descriptors (EMFILE, ENFILE) or memory: the pending connection stays in
+          // the backlog and the listening socket stays readable, so accepting again at once
+          // would spin. Pause, longer each time, and keep serving the open connections; a
+          // connection that closes resumes accepting at once (remove_session).
+          if (!self->accept_paused_.exchange(true)) {
+            util::log_error("http: accept on " + self->options_.listen + ": " + ec.message() +
+                            "; pausing new connections until one closes (raise the open "
+                            "files limit, ulimit -n, or lower server.max_connections)");
+          }
+          self->accept_retry_.expires_after(self->accept_backoff_);
+          self->accept_backoff_ = std::min(self->accept_backoff_ * 2, kAcceptBackoffMax);
           self->accept_retry_.async_wait([self](beast::error_code) { self->accept(); });
           return;
         }
         self->accept();
       });
+}
+
+void Core::admit(tcp::socket socket) {
+  size_t open;
+  {
+    std::lock_guard lock(mu_);
+    open = sessions_.size();
+  }
+  if (open < options_.max_connections) {
+    refusing_ = false;
+    std::make_shared<Session>(shared_from_this(), std::move(socket))->start();
+    return;
+  }
+  if (!refusing_) {
+    refusing_ = true;
+    util::log_warn("http: " + std::to_string(open) +
+                   " connections open (server.max_connections); answering new ones 503");
+  }
+  // A short answer written at once (a fresh socket's send buffer takes it), whatever the
+  // client sent read and dropped so that the close does not reset the answer away.
+  http::Response page = app_.error_page(503, "The server has too many open connections.");
+  bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
+  res.set(bhttp::field::content_type, "text/html; charset=utf-8");
+  res.set(bhttp::field::retry_after, "1");
+  res.keep_alive(false);
+  res.body() = std::move(page.body);
+  res.prepare_payload();
+  beast::error_code ec;
+  socket.non_blocking(true, ec);
+  bhttp::write(socket, res, ec);
+  char drop[4096];
+  for (int i = 0; i < 16 && socket.read_some(net::buffer(drop), ec) > 0 && !ec; ++i) {
+  }
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  socket.close(ec);
 }
 
 void Core::stop() {

@@ -7,8 +7,10 @@
 //
 // The same App and the same responses as the FastCGI front end. Keep-alive; a request
 // header block over limits.max_header_bytes gets 431, a body over limits.max_body_bytes
-// 413 (answered before the body is read when Content-Length says so). `threads` threads
-// run one io_context; a handler runs on one of them, so a slow handler occupies a thread
+// 413 (answered before the body is read when Content-Length says so), framing that could
+// smuggle a request 400 (server/request_reader.hpp); every read buffer is bounded. A client
+// that leaves while its request is parked is noticed at once (Responder::client_gone()). `threads`
+// threads run one io_context; a handler runs on one of them, so a slow handler occupies a thread
 // the way a FastCGI worker does, and a parked request (Responder::send later, from any
 // thread) occupies none: its response is posted back to its connection.
 #pragma once
@@ -28,6 +30,9 @@ struct HttpOptions {
   // read and write of a request in progress.
   std::chrono::milliseconds idle_timeout{30000};
   std::chrono::milliseconds shutdown_timeout{10000};  // server.shutdown_timeout_ms
+  // Connections open at once; one more is answered 503 and closed. When the process runs
+  // out of descriptors first, accepting pauses until a connection closes.
+  size_t max_connections = 10000;  // server.max_connections
 };
 
 namespace server {

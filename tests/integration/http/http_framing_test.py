@@ -1,0 +1,268 @@
+"""The embedded HTTP front end refuses what it must not accept, with bounded buffers, and
+notices a client that leaves while its request is parked.
+
+- Framing a proxy in front could read differently (request smuggling): a Transfer-Encoding
+  other than a single `chunked`, Transfer-Encoding with Content-Length, obs-fold header
+  lines, HTTP/1.1 without exactly one Host → 400 and the connection closed, and the bytes
+  behind the bad request are never served as a request of their own.
+- A chunk extension or a trailer that never ends → 400 after a bounded number of bytes
+  (they used to grow the read buffer without limit).
+- A parked long-poll whose client closes is freed and its socket closed within the chat's
+  sweep period (it used to stay until its deadline); a request pipelined behind a parked one
+  is served after it, in order.
+"""
+
+import os
+import select
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "frontends"))
+import harness  # noqa: E402
+
+HEADER_LIMIT = 8192
+BODY_LIMIT = 65536
+SMUGGLED = b"GET /_test/echo?smuggled=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def exchange(port, raw, timeout=5.0):
+    """Sends `raw`, then reads until the server closes or `timeout` passes.
+    Returns (bytes read, whether the server closed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(raw)
+        data = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                return data, False
+            except ConnectionResetError:
+                return data, True
+            if not chunk:
+                return data, True
+            data += chunk
+        return data, False
+    finally:
+        s.close()
+
+
+def status_of(data):
+    if not data.startswith(b"HTTP/1."):
+        return None
+    return int(data.split(b" ", 2)[1])
+
+
+def statuses(data):
+    """The status of each response in `data`, walking them by their Content-Length."""
+    out = []
+    while data.startswith(b"HTTP/1."):
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if not sep:
+            break
+        out.append(int(head.split(b" ", 2)[1]))
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        data = rest[length:]
+    return out
+
+
+def check_refused(fail, port, label, raw):
+    data, closed = exchange(port, raw + SMUGGLED)
+    fail.equal(statuses(data), [400], label + ": one answer, 400 (nothing smuggled)")
+    fail.check(closed, label + ": connection closed after the 400")
+
+
+def endless(port, head, filler, limit_bytes=8 << 20, seconds=10.0):
+    """Sends `head`, then `filler` over and over (at most limit_bytes, seconds). Returns
+    (status of the answer or None, bytes of filler sent before the server answered/closed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(head)
+    sent = 0
+    deadline = time.monotonic() + seconds
+    s.setblocking(False)
+    data = b""
+    try:
+        while sent < limit_bytes and time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                if b"\r\n\r\n" in data:
+                    break
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                break
+            try:
+                sent += s.send(filler)
+            except BlockingIOError:
+                # The socket buffers are full: wait until the server reads or answers.
+                select.select([s], [s], [], max(0.0, deadline - time.monotonic()))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        # What the server answered (if anything) once the sending stops.
+        s.setblocking(True)
+        s.settimeout(3)
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    finally:
+        s.close()
+    return status_of(data), sent
+
+
+def server_side_state(server_port, client_port):
+    """The TCP state (hex, as in /proc/net/tcp) of the server's end of the connection from
+    client_port, or None once it is gone. "08" is CLOSE_WAIT: the client closed and the
+    server has not closed its socket yet."""
+    want_local = ":%04X" % server_port
+    want_remote = ":%04X" % client_port
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1].endswith(want_local) and fields[2].endswith(want_remote):
+                return fields[3]
+    return None
+
+
+def stats(port):
+    import json
+    return json.loads(harness.request(port, "GET", "/chat/stats.json").text())
+
+
+def test(env, fail):
+    port = harness.free_port()
+    proc = env.start([env.demo, "--http", "127.0.0.1:%d" % port]
+                     + env.demo_settings(4, ["limits.max_body_bytes=%d" % BODY_LIMIT,
+                                             "limits.max_header_bytes=%d" % HEADER_LIMIT]),
+                     "kagi-http.out")
+    harness.wait_for_port(port, proc, "kagi-demo --http")
+
+    # Controls: what must keep working.
+    data, _ = exchange(port, b"POST /_test/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                             b"Connection: close\r\n\r\n3;ext=1\r\nabc\r\n0\r\nX-T: 1\r\n\r\n")
+    fail.equal(status_of(data), 403, "chunked POST with an extension and a trailer is read "
+               "(403: no CSRF token)")
+    data, _ = exchange(port, b"GET /_test/echo HTTP/1.0\r\n\r\n")
+    fail.equal(status_of(data), 200, "HTTP/1.0 without Host")
+    data, _ = exchange(port, b"GET /_test/echo HTTP/1.1\r\nHost: x\r\nX-Tab:\tv\r\n"
+                             b"Connection: close\r\n\r\n")
+    fail.equal(status_of(data), 200, "a tab inside a field value is not a fold")
+
+    # Framing that must be refused.
+    post = b"POST /_test/echo HTTP/1.1\r\nHost: x\r\n"
+    check_refused(fail, port, "TE: gzip", post + b"Transfer-Encoding: gzip\r\n\r\n")
+    check_refused(fail, port, "TE: identity", post + b"Transfer-Encoding: identity\r\n\r\n")
+    check_refused(fail, port, "TE: chunked, gzip",
+                  post + b"Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "TE: gzip, chunked",
+                  post + b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "TE: gzip then TE: chunked",
+                  post + b"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "TE: chunked twice",
+                  post + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "TE: gzip + Content-Length",
+                  post + b"Transfer-Encoding: gzip\r\nContent-Length: 0\r\n\r\n")
+    check_refused(fail, port, "TE: chunked + Content-Length",
+                  post + b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "Content-Length + TE: chunked",
+                  post + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "HTTP/1.0 with TE: chunked",
+                  b"POST /_test/echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    check_refused(fail, port, "obs-fold (space)",
+                  b"GET /_test/echo HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\n\r\n")
+    check_refused(fail, port, "obs-fold (tab)",
+                  b"GET /_test/echo HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\tfolded\r\n\r\n")
+    check_refused(fail, port, "obs-fold hiding a Transfer-Encoding",
+                  post + b"X-A: 1\r\n Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n")
+    check_refused(fail, port, "HTTP/1.1 without Host", b"GET /_test/echo HTTP/1.1\r\n\r\n")
+    check_refused(fail, port, "HTTP/1.1 with two Host fields",
+                  b"GET /_test/echo HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+
+    # Bounded buffers: chunked framing that never ends.
+    chunked = post + b"Transfer-Encoding: chunked\r\n\r\n"
+    rss0 = rss_kib(proc.pid)
+    status, sent = endless(port, chunked + b"5;", b"a" * 4096)
+    fail.check(status == 400 and sent < 4 << 20,
+               "endless chunk extension: 400 after %d bytes (status %r)" % (sent, status))
+    status, sent = endless(port, chunked + b"3\r\nabc\r\n0\r\nX-Trailer: ", b"b" * 4096)
+    fail.check(status == 400 and sent < 4 << 20,
+               "endless trailer: 400 after %d bytes (status %r)" % (sent, status))
+    status, sent = endless(port, b"GET /_test/echo HTTP/1.1\r\nHost: x\r\nX-Long: ", b"c" * 4096)
+    fail.check(status == 431 and sent < 4 << 20,
+               "endless header line: 431 after %d bytes (status %r)" % (sent, status))
+    grew = rss_kib(proc.pid) - rss0
+    fail.check(grew < 64 * 1024, "RSS grew %d KiB during the endless requests" % grew)
+    # The limits still hold inside the chunked body itself.
+    data, _ = exchange(port, chunked + b"%x\r\n" % (BODY_LIMIT + 1) + b"z" * (BODY_LIMIT + 1))
+    fail.equal(status_of(data), 413, "a chunk larger than limits.max_body_bytes")
+
+    # A parked long-poll whose client leaves is freed, and its socket closed, promptly.
+    before = stats(port)
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    client_port = s.getsockname()[1]
+    s.sendall(b"GET /chat/lobby/messages?since=0&wait=30 HTTP/1.1\r\nHost: x\r\n\r\n")
+    harness.wait_until("the long-poll to park", lambda: stats(port)["parked"] == 1, 5)
+    s.close()
+    t0 = time.monotonic()
+    try:
+        harness.wait_until("the gone long-poll to be freed",
+                           lambda: stats(port)["gone"] == before["gone"] + 1
+                           and stats(port)["parked"] == 0, 5)
+        fail.check(True, "long-poll of a closed client freed in %.2fs" % (time.monotonic() - t0))
+    except AssertionError as e:
+        fail.check(False, str(e))
+    try:
+        harness.wait_until("the server to close its socket",
+                           lambda: server_side_state(port, client_port) != "08", 5)
+        fail.check(True, "its socket closed by the server in %.2fs" % (time.monotonic() - t0))
+    except AssertionError as e:
+        fail.check(False, "%s (still in CLOSE_WAIT)" % e)
+
+    # A request pipelined behind a parked one is answered after it, in order, intact.
+    data, _ = exchange(port, b"GET /chat/lobby/messages?since=0&wait=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                             b"GET /_test/echo?after=parked HTTP/1.1\r\nHost: x\r\n"
+                             b"Connection: close\r\n\r\n", timeout=10)
+    fail.check(statuses(data) == [200, 200] and data.find(b"arg after=parked") > data.find(b"["),
+               "pipelined request behind a parked one: two 200s in order (%r)" % statuses(data))
+    # And a client that sends its next request while the first is parked is not taken for gone.
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /chat/lobby/messages?since=0&wait=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    harness.wait_until("the long-poll to park", lambda: stats(port)["parked"] >= 1, 5)
+    s.sendall(b"GET /_test/echo?n=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    s.settimeout(10)
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    fail.check(statuses(data) == [200, 200] and b"arg n=2" in data,
+               "next request sent while parked: both answered (%r)" % statuses(data))
+    fail.check(proc.poll() is None, "kagi-demo still running")
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+if __name__ == "__main__":
+    harness.main(test, "http-framing")
