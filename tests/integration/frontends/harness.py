@@ -27,8 +27,9 @@ def parse_args():
     parser.add_argument("--demo", required=True, help="path of the kagi-demo binary")
     parser.add_argument("--source", required=True, help="the kagi source tree")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
-    parser.add_argument("--locks", help="path of the kagi-locks binary (tests that read the "
-                        "lock registry to know a request is in flight)")
+    parser.add_argument("--locks", default=os.environ.get("KAGI_LOCKS"),
+                        help="path of the kagi-locks binary, for tests that read the lock "
+                        "registry (default: $KAGI_LOCKS)")
     return parser.parse_args()
 
 
@@ -304,6 +305,9 @@ def lock_holders(locks_bin, locks_dir):
     """(lock name, holder) pairs of every lock held right now by any kagi process on this
     host, from the status registry (kagi-locks --json; a holder has "pid", "mode",
     "request_id", "path"...): an out-of-band view that needs no free kagi thread."""
+    if not locks_bin:
+        raise AssertionError("this test reads the lock registry: pass --locks PATH_OF_kagi-locks "
+                             "or set KAGI_LOCKS")
     out = subprocess.run([locks_bin, "--set", "locks.dir=" + locks_dir, "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
     if out.returncode != 0:
