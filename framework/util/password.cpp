@@ -2,6 +2,7 @@
 
 #include <crypt.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -17,6 +18,8 @@ std::unique_ptr<crypt_data> new_crypt_data() {
   std::memset(data.get(), 0, sizeof(crypt_data));
   return data;
 }
+
+std::atomic<uint64_t> verifications{0};
 
 }  // namespace
 
@@ -47,6 +50,7 @@ bool verify_password(std::string_view password, std::string_view hash) {
   if (hash.empty() || hash[0] != '$' || password.find('\0') != std::string_view::npos) {
     return false;
   }
+  verifications.fetch_add(1, std::memory_order_relaxed);
   auto data = new_crypt_data();
   std::string plain(password), setting(hash);
   const char* out = crypt_r(plain.c_str(), setting.c_str(), data.get());
@@ -54,5 +58,7 @@ bool verify_password(std::string_view password, std::string_view hash) {
   if (!out || out[0] == '*') return false;
   return constant_time_equal(out, hash);
 }
+
+uint64_t password_verifications() { return verifications.load(std::memory_order_relaxed); }
 
 }  // namespace kagi::util

@@ -5,6 +5,7 @@
 // ("$2y$") that `htpasswd -B` writes, so the admin page can use Apache's htpasswd files.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,5 +24,10 @@ std::optional<std::string> hash_password_like(std::string_view password, std::st
 // True if `password` matches `hash` (constant-time compare of the recomputed hash). False
 // for an empty, malformed or unsupported hash.
 bool verify_password(std::string_view password, std::string_view hash);
+
+// How many times verify_password() has run crypt since the process started (relaxed atomic).
+// An observable for tests: they prove a path that must stay cheap for strangers (the admin
+// allow-list) computed no hash at all.
+uint64_t password_verifications();
 
 }  // namespace kagi::util

@@ -13,8 +13,15 @@ run("chat", async ({ demo, browser }) => {
   const bob = await browser.newPage();
   await alice.goto(room);
   await bob.goto(room);
+  // A marker in Bob's page's JS state: a reload (which keeps the URL) would lose it.
+  await bob.evaluate(() => { window.__kagiMarker = 1; });
 
-  // Both pages are long-polling now; say something in Alice's page.
+  // Both pages are long-polling: wait for the chat's own count of parked polls, so the
+  // message below is delivered to parked polls, not picked up by a poll sent later.
+  const parked = async () =>
+    (await (await fetch(`${demo.baseUrl}/chat/stats.json`)).json()).parked;
+  await waitUntil(async () => (await parked()) >= 2, 15000, "both pages' long-polls parked");
+  // Say something in Alice's page.
   const text = "hello from Alice <b>not bold</b> & café";
   await alice.fill("#name", "alice");
   await alice.fill("#text", text);
@@ -27,6 +34,8 @@ run("chat", async ({ demo, browser }) => {
   check((await line.locator(".chat-name").textContent()) === "alice", "Bob sees the name");
   check((await line.locator("b:not(.chat-name)").count()) === 0, "the text was inserted as HTML");
   check(bob.url() === room, "Bob's page navigated away");
+  check((await bob.evaluate(() => window.__kagiMarker)) === 1,
+        "Bob's page was reloaded (its JS state is gone)");
   // Alice's own page shows it once (from the poll), and her input is cleared.
   await alice.locator("#messages li.chat-message", { hasText: "hello from Alice" }).waitFor();
   check((await alice.locator("#messages li.chat-message").count()) === 1, "Alice sees it once");

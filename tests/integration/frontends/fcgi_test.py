@@ -3,6 +3,7 @@ nginx and Apache would mask: idle kept connections must not pin worker threads, 
 bodies are drained, a vanished peer costs no worker, SIGTERM finishes in-flight requests,
 and systemd socket activation (LISTEN_FDS, fd 3) works."""
 
+import json
 import os
 import signal
 import socket
@@ -61,41 +62,68 @@ def test(env, fail):
         if fail_status != 200:
             fail.check(False, "kept connection request answered 200")
         kept.append(k)
+    # Pinned workers would never serve it (a 10 s timeout); the bound is a sanity bound for a
+    # loaded machine, the time is printed.
     t0 = time.monotonic()
-    fresh = fcgi_client.Conn(sock, timeout=5)
+    fresh = fcgi_client.Conn(sock, timeout=10)
     r = fresh.request("GET", "/_test/echo")
     first = time.monotonic() - t0
-    fail.check(r.status == 200 and first < 1.0,
-               "with 32 idle kept connections a new connection is served at once (%.3fs)" % first)
+    fail.check(r.status == 200 and first < 5.0,
+               "with 32 idle kept connections a new connection is served (%.3fs)" % first)
     # 8 parallel sleeps on new connections: 2 rounds of 4 threads, not a timeout.
     t0 = time.monotonic()
     results = harness.parallel([lambda: fcgi_client.Conn(sock, timeout=10).request(
         "GET", "/_test/sleep?ms=200") for _ in range(8)])
     took = time.monotonic() - t0
     ok = all(isinstance(x, fcgi_client.Response) and x.status == 200 for x in results)
-    fail.check(ok and took < 2.0, "8 parallel requests beside 32 idle connections (%.2fs)" % took)
+    fail.check(ok and took < 8.0, "8 parallel requests beside 32 idle connections (%.2fs)" % took)
     ok = all(k.request("GET", "/_test/echo").status == 200 for k in kept)
     fail.check(ok, "all 32 kept connections still serve requests")
     for k in kept:
         k.close()
 
     # Parked requests (chat long-polls) hold no worker: twice as many as there are threads
-    # wait, a new request is still answered at once, and each parked connection is reusable
-    # once its answer went out.
+    # are parked (the chat's own counter says so), a new request is still served, a message
+    # said then wakes every one of them, and each parked connection is reusable afterwards.
+    def chat_stats():
+        conn = fcgi_client.Conn(sock, timeout=10)
+        try:
+            return json.loads(conn.request("GET", "/chat/stats.json").body)
+        finally:
+            conn.close()
+
+    r = fcgi_client.Conn(sock).request("GET", "/chat/lobby/messages?since=0&wait=0")
+    last = json.loads(r.body)["last"]
+    before = chat_stats()
     parked = []
     for _ in range(THREADS * 2):
-        p = fcgi_client.Conn(sock)
-        p.send_request("GET", "/chat/lobby/messages?since=0&wait=2")
+        p = fcgi_client.Conn(sock, timeout=30)
+        p.send_request("GET", "/chat/lobby/messages?since=%d&wait=20" % last)
         parked.append(p)
-    time.sleep(0.2)  # let them park; what is checked is that others are not held up
+    try:
+        harness.wait_until("%d long-polls parked" % len(parked),
+                           lambda: chat_stats()["parked"] == len(parked), 15)
+        fail.check(True, "%d long-polls parked (the chat's parked counter)" % len(parked))
+    except AssertionError as e:
+        fail.check(False, "%s; stats %r" % (e, chat_stats()))
+    # Were they holding workers, this would wait for their 20 s: the bound is a sanity one.
     t0 = time.monotonic()
-    r = fcgi_client.Conn(sock, timeout=5).request("GET", "/_test/echo")
+    r = fcgi_client.Conn(sock, timeout=10).request("GET", "/_test/echo")
     took = time.monotonic() - t0
-    fail.check(r.status == 200 and took < 1.0,
-               "served at once beside %d parked long-polls (%.3fs)" % (len(parked), took))
+    fail.check(r.status == 200 and took < 5.0,
+               "served beside %d parked long-polls (%.3fs)" % (len(parked), took))
+    say = fcgi_client.Conn(sock).request(
+        "POST", "/chat/lobby/say", ("_csrf=%s&name=fcgi&text=wake+up" % token).encode(),
+        dict(form, Accept="application/json"))
+    fail.equal(say.status, 200, "a message said to the parked long-polls' room")
     answers = [p.read_response() for p in parked]
-    fail.check(all(a.status == 200 and b'"messages"' in a.body for a in answers),
-               "every parked long-poll answered when its wait ran out")
+    texts = [[m["text"] for m in json.loads(a.body)["messages"]] if a.status == 200 else a.status
+             for a in answers]
+    fail.equal(texts, [["wake up"]] * len(parked), "every parked long-poll got the message")
+    after = chat_stats()
+    fail.equal((after["parked_total"] - before["parked_total"],
+                after["delivered"] - before["delivered"], after["parked"]),
+               (len(parked), len(parked), 0), "(parked, woken by delivery, still parked)")
     fail.check(all(p.request("GET", "/_test/echo").status == 200 for p in parked),
                "parked connections reused after their answer")
     for p in parked:
@@ -110,26 +138,29 @@ def test(env, fail):
         a.close()
     t0 = time.monotonic()
     r = fcgi_client.Conn(sock, timeout=10).request("GET", "/_test/echo")
-    fail.check(r.status == 200 and time.monotonic() - t0 < 3.0,
-               "served after %d aborted responses" % (THREADS * 2))
+    took = time.monotonic() - t0
+    fail.check(r.status == 200 and took < 5.0,
+               "served after %d aborted responses (%.3fs)" % (THREADS * 2, took))
     fail.check(proc.poll() is None, "kagi still running after aborts")
 
-    # SIGTERM while requests are in flight: all of them finish; exit 0; socket removed.
+    # SIGTERM while requests are in flight: all of them finish; exit 0; socket removed. Each
+    # holds a lock of its own, so the registry tells when all are inside their handler.
     idle = fcgi_client.Conn(sock)
     idle.request("GET", "/_test/echo")
-    calls = [lambda: fcgi_client.Conn(sock, timeout=15).request("GET", "/_test/sleep?ms=1000")
-             for _ in range(6)]
+    names = ["sigterm/%d" % i for i in range(THREADS)]
+    calls = [lambda n=n: fcgi_client.Conn(sock, timeout=15).request(
+        "GET", "/_test/hold?ms=1500&name=" + n) for n in names]
     import threading
     out = {}
     runner = threading.Thread(target=lambda: out.setdefault("r", harness.parallel(calls)))
     runner.start()
-    time.sleep(0.3)  # let the requests reach kagi; what is measured is their outcome
+    harness.wait_all_held(env.args.locks, env.path("var", "locks"), names)
     proc.send_signal(signal.SIGTERM)
     runner.join(30)
     results = out.get("r", [])
     good = [x for x in results if isinstance(x, fcgi_client.Response) and x.status == 200
-            and b"slept 1000" in x.body]
-    fail.equal(len(good), 6, "in-flight requests answered during SIGTERM")
+            and b"held sigterm/" in x.body]
+    fail.equal(len(good), len(names), "in-flight requests answered during SIGTERM")
     try:
         code = proc.wait(timeout=15)
     except subprocess.TimeoutExpired:

@@ -7,6 +7,7 @@ ends, pass or fail.
 
 import argparse
 import http.client
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,9 @@ def parse_args():
     parser.add_argument("--demo", required=True, help="path of the kagi-demo binary")
     parser.add_argument("--source", required=True, help="the kagi source tree")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    parser.add_argument("--locks", default=os.environ.get("KAGI_LOCKS"),
+                        help="path of the kagi-locks binary, for tests that read the lock "
+                        "registry (default: $KAGI_LOCKS)")
     return parser.parse_args()
 
 
@@ -295,6 +299,43 @@ def wait_for_unix(path, timeout=10.0):
         except OSError:
             return False
     wait_until("socket " + path, up, timeout)
+
+
+def lock_holders(locks_bin, locks_dir):
+    """(lock name, holder) pairs of every lock held right now by any kagi process on this
+    host, from the status registry (kagi-locks --json; a holder has "pid", "mode",
+    "request_id", "path"...): an out-of-band view that needs no free kagi thread."""
+    if not locks_bin:
+        raise AssertionError("this test reads the lock registry: pass --locks PATH_OF_kagi-locks "
+                             "or set KAGI_LOCKS")
+    out = subprocess.run([locks_bin, "--set", "locks.dir=" + locks_dir, "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+    if out.returncode != 0:
+        raise AssertionError("kagi-locks failed (%d): %s" % (out.returncode, out.stderr[:300]))
+    return [(lock["name"], h) for lock in json.loads(out.stdout)["locks"]
+            for h in lock["holders"]]
+
+
+def held_locks(locks_bin, locks_dir):
+    """The names of the locks held right now (see lock_holders)."""
+    return {name for name, _ in lock_holders(locks_bin, locks_dir)}
+
+
+def wait_all_held(locks_bin, locks_dir, names, timeout=20.0):
+    """Waits until every lock in `names` has been seen held (not necessarily all at once: a
+    request queued behind a busy worker shows up when it starts). Requests to
+    /_test/hold?name=N are thus known to be inside their handler, not merely sent."""
+    want = set(names)
+    seen = set()
+
+    def all_seen():
+        seen.update(held_locks(locks_bin, locks_dir) & want)
+        return seen == want
+    try:
+        wait_until("holds in the lock registry", all_seen, timeout)
+    except AssertionError:
+        raise AssertionError("after %.0fs only %d of %d holds were seen in the lock registry: %s"
+                             % (timeout, len(seen), len(want), sorted(want - seen)))
 
 
 # ---- HTTP helpers -------------------------------------------------------------------------

@@ -40,12 +40,14 @@ def run(env, fail, label, start_server):
     fail.equal(ok, 32, label + " 32 concurrent requests (%.2fs)" % (time.monotonic() - t0))
     held = count_connections(sock)
     fail.check(held >= 8, "%s keeps idle connections to kagi open (%d held)" % (label, held))
+    # Pinned workers would leave them waiting for their 10 s timeout; the bound is a sanity
+    # bound for a loaded machine, the time is printed.
     t0 = time.monotonic()
-    results = harness.parallel([lambda: harness.request(port, "GET", "/_test/echo", timeout=5)
+    results = harness.parallel([lambda: harness.request(port, "GET", "/_test/echo", timeout=10)
                                 for _ in range(16)])
     took = time.monotonic() - t0
     ok = sum(1 for x in results if isinstance(x, harness.Reply) and x.status == 200)
-    fail.check(ok == 16 and took < 2.0,
+    fail.check(ok == 16 and took < 8.0,
                "%s 16 new requests beside %d idle kept connections: %d ok in %.2fs"
                % (label, held, ok, took))
 
@@ -58,23 +60,25 @@ def run(env, fail, label, start_server):
     fail.equal(ok, 8, label + " requests answered after client aborts")
     fail.check(all(harness.pid_alive(p) for p in pids), label + " both kagi processes alive")
 
-    # SIGTERM to both processes while requests are in flight: none of them fails.
+    # SIGTERM to both processes while requests are in flight: none of them fails. Each holds
+    # a lock of its own, so the registry tells when every one has reached a kagi handler.
     out = {}
-    calls = [lambda: harness.request(port, "GET", "/_test/sleep?ms=1500", timeout=20)
-             for _ in range(8)]
+    names = ["sigterm/%d" % i for i in range(PROCESSES * THREADS)]
+    calls = [lambda n=n: harness.request(port, "GET", "/_test/hold?ms=1500&name=" + n,
+                                         timeout=20) for n in names]
     runner = threading.Thread(target=lambda: out.setdefault("r", harness.parallel(calls)))
     runner.start()
-    time.sleep(0.4)  # the requests reach kagi; what is checked is their outcome
+    harness.wait_all_held(env.args.locks, env.path("var", "locks"), names)
     for pid in pids:
         harness.kill(pid, signal.SIGTERM)
     runner.join(30)
     results = out.get("r", [])
     good = sum(1 for x in results if isinstance(x, harness.Reply) and x.status == 200
-               and b"slept 1500" in x.body)
+               and b"held sigterm/" in x.body)
     bad = [x if not isinstance(x, harness.Reply) else x.status for x in results
            if not (isinstance(x, harness.Reply) and x.status == 200)]
-    fail.check(good == 8, "%s in-flight requests during SIGTERM: %d/8 ok %s"
-               % (label, good, bad or ""))
+    fail.check(good == len(names), "%s in-flight requests during SIGTERM: %d/%d ok %s"
+               % (label, good, len(names), bad or ""))
     try:
         harness.wait_until("kagi processes to exit",
                            lambda: not any(harness.pid_alive(p) for p in pids), 15)

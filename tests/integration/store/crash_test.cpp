@@ -160,10 +160,13 @@ TEST(CrashTest, SigkillAtRandomMomentsLeavesOldOrNewAndNoAcknowledgedRecordLost)
     }
   } remove_at_end{root};
 
-  uint64_t acked = 0;              // highest seq any child acknowledged
-  uint64_t seen = 0;               // records the log held after the previous kill
-  uint64_t killed_mid_run = 0;     // kills after the child's first acknowledgement
-  uint64_t killed_mid_commit = 0;  // kills that left a temp file behind
+  uint64_t acked = 0;                 // highest seq any child acknowledged
+  uint64_t seen = 0;                  // records the log held after the previous kill
+  uint64_t killed_mid_run = 0;        // kills after the child's first acknowledgement
+  uint64_t killed_mid_commit = 0;     // kills that left a temp file behind
+  uint64_t killed_before_append = 0;  // kills between a commit and its append (state ahead)
+  long long last_state = -1;          // the state's seq and ...
+  uint64_t last_m = 0;                // ... the log's length after the previous kill
   const auto started = std::chrono::steady_clock::now();
   for (int i = 0; i < kills; ++i) {
     int fds[2];
@@ -240,16 +243,38 @@ TEST(CrashTest, SigkillAtRandomMomentsLeavesOldOrNewAndNoAcknowledgedRecordLost)
     ASSERT_GE(s, 0) << "kill " << i << ": state.dat is torn (" << state.size() << " bytes)";
     ASSERT_TRUE(static_cast<uint64_t>(s) == m || static_cast<uint64_t>(s) == m + 1)
         << "kill " << i << ": state seq " << s << ", log has " << m;
+    // Counted only when this child moved the state (a child killed before its first commit
+    // leaves the previous kill's state and log as they were).
+    if (static_cast<uint64_t>(s) == m + 1 && (s != last_state || m != last_m)) {
+      ++killed_before_append;
+    }
+    last_state = s;
+    last_m = m;
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf(
       "crash test: %d kills in %.1f s; %llu records acknowledged; %llu kills hit a child "
-      "after its first acknowledgement, %llu left a temp file (killed mid-commit)\n",
+      "after its first acknowledgement, %llu left a temp file (killed mid-commit), %llu "
+      "landed between a commit and its append\n",
       kills, seconds, static_cast<unsigned long long>(acked),
       static_cast<unsigned long long>(killed_mid_run),
-      static_cast<unsigned long long>(killed_mid_commit));
+      static_cast<unsigned long long>(killed_mid_commit),
+      static_cast<unsigned long long>(killed_before_append));
   EXPECT_GT(acked, 0u) << "no child ever got a commit through: the test proved nothing";
+  // The checks above only mean something if kills landed inside the windows they guard: at
+  // least 1 kill in 200 must have hit a commit half-done (a temp file left), as many must
+  // have come between a commit and its append, and 1 in 4 must have hit a child that had
+  // acknowledged a record (typical runs: ~35%, ~40% and ~55%). A run with fewer kills, set
+  // through KAGI_CRASH_KILLS for a quick look, is not held to this.
+  if (kills >= 200) {
+    EXPECT_GE(killed_mid_commit, static_cast<uint64_t>(kills / 200))
+        << "too few kills landed mid-commit: the kill timing misses the commit";
+    EXPECT_GE(killed_before_append, static_cast<uint64_t>(kills / 200))
+        << "too few kills landed between a commit and its append";
+    EXPECT_GE(killed_mid_run, static_cast<uint64_t>(kills / 4))
+        << "too few kills hit a child that had made progress";
+  }
 
   // Leftover temp files of the killed children are removed by the next open.
   std::error_code ec;

@@ -95,9 +95,21 @@ TEST(AdminAccessTest, ChecksAddressBeforeCredentials) {
   const std::string file =
       dir.write("admin.htpasswd", "admin:" + util::hash_password("s3cret").value() + "\n");
   AdminAccess access(file, {"127.0.0.1", "::1"});
+  // A stranger gets 403 whatever it sends, and costs no hash: were the address checked after
+  // the password, any address could make the server run bcrypt (and learn from 401 vs 403
+  // which passwords are right).
+  const uint64_t before = util::password_verifications();
   EXPECT_EQ(access.check("10.1.2.3", basic("admin:s3cret")), Access::kForbidden);
-  EXPECT_EQ(access.check("127.0.0.1", std::nullopt), Access::kUnauthorized);
+  EXPECT_EQ(access.check("10.1.2.3", basic("admin:wrong")), Access::kForbidden);
+  EXPECT_EQ(access.check("10.1.2.3", basic("nobody:s3cret")), Access::kForbidden);
+  EXPECT_EQ(access.check("10.1.2.3", std::nullopt), Access::kForbidden);
+  EXPECT_EQ(access.check("10.1.2.3", "Basic !!!!"), Access::kForbidden);
+  EXPECT_EQ(util::password_verifications(), before) << "a disallowed address ran a hash";
+  // The counter does move for an allowed address, so the check above can fail.
   EXPECT_EQ(access.check("127.0.0.1", basic("admin:wrong")), Access::kUnauthorized);
+  EXPECT_GT(util::password_verifications(), before);
+
+  EXPECT_EQ(access.check("127.0.0.1", std::nullopt), Access::kUnauthorized);
   EXPECT_EQ(access.check("127.0.0.1", basic("nobody:s3cret")), Access::kUnauthorized);
   EXPECT_EQ(access.check("127.0.0.1", basic("admin:s3cret")), Access::kAllowed);
   EXPECT_EQ(access.check("::ffff:127.0.0.1", basic("admin:s3cret")), Access::kAllowed);

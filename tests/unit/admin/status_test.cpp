@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace kagi::apps::admin {
 namespace {
@@ -27,18 +29,25 @@ lock::RegistryEntry entry(std::string name, bool waiting, system_clock::time_poi
 }
 
 TEST(GroupEntriesTest, LongestHeldFirstWaitersInArrivalOrder) {
+  // The names' alphabetical order (the grouping map's order) is neither the holding order nor
+  // the input order, so only the sort by holding time can produce the expected rows.
   const auto t0 = system_clock::now();
   auto rows = group_entries({
-      entry("b", false, t0 - milliseconds(100), "hb"),
-      entry("a", true, t0 - milliseconds(10), "w2"),
-      entry("a", false, t0 - milliseconds(500), "ha"),
-      entry("a", true, t0 - milliseconds(50), "w1"),
-      entry("c", true, t0, "wc"),  // nobody shown holding it (e.g. a registry overflow)
+      entry("m", false, t0 - milliseconds(100), "hm"),
+      entry("z", true, t0 - milliseconds(10), "w2"),
+      entry("y", true, t0, "wy"),  // nobody shown holding it (e.g. a registry overflow)
+      entry("z", false, t0 - milliseconds(500), "hz"),
+      entry("a", false, t0 - milliseconds(20), "ha"),
+      entry("z", true, t0 - milliseconds(50), "w1"),
+      entry("b", true, t0, "wb"),
   });
-  ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0].name, "a");
-  EXPECT_EQ(rows[1].name, "b");
-  EXPECT_EQ(rows[2].name, "c");
+  std::vector<std::string> names;
+  for (const LockRow& row : rows) names.push_back(row.name);
+  // Held longest first; then the names with only waiters, kept in name order.
+  EXPECT_EQ(names, (std::vector<std::string>{"z", "m", "a", "b", "y"}));
+  ASSERT_EQ(rows.size(), 5u);
+  ASSERT_EQ(rows[0].holders.size(), 1u);
+  EXPECT_EQ(rows[0].holders[0].request_id, "hz");
   ASSERT_EQ(rows[0].waiters.size(), 2u);
   EXPECT_EQ(rows[0].waiters[0].request_id, "w1");
   EXPECT_EQ(rows[0].waiters[1].request_id, "w2");

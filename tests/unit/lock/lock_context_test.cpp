@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -203,22 +204,27 @@ TEST_F(LockContextTest, PThenQAgainstQThenPEndsWithinTheTimeout) {
 }
 
 // Lost updates cannot happen through the lock: many threads, one context each per increment.
+// The critical section reads, sleeps, then writes back: without exclusion the threads would
+// sleep side by side on the same value and lose most of their updates, not one in a million.
 TEST_F(LockContextTest, ExclusiveCounterIsExact) {
+  constexpr int kThreads = 4;
+  constexpr int kIncrements = 300;
   int counter = 0;  // guarded by the lock "counter"
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 2000; ++i) {
+      for (int i = 0; i < kIncrements; ++i) {
         auto ctx = request("t" + std::to_string(t));
         auto g = ctx->exclusive("counter");
-        int seen = counter;
+        const int seen = counter;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
         counter = seen + 1;
       }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(counter, 8000);
-  EXPECT_EQ(service_->stats().total().acquisitions, 8000u);
+  EXPECT_EQ(counter, kThreads * kIncrements);
+  EXPECT_EQ(service_->stats().total().acquisitions, uint64_t{kThreads * kIncrements});
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -189,18 +191,31 @@ TEST(RegistryTest, ReadersSeeWholeRecords) {
       reg->clear(slot);
     }
   });
-  int seen = 0;
-  for (int i = 0; i < 2000; ++i) {
+  // Read until enough records were seen, and several different ones (the writer kept
+  // rewriting the slot meanwhile), so that a torn read had every chance to show; bounded in
+  // reads and in time. A reader that never sees a record proves nothing, so that fails too.
+  constexpr int kWantRecords = 200;
+  constexpr size_t kWantDistinct = 3;
+  constexpr int kMaxReads = 1'000'000;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int seen = 0, reads = 0;
+  std::set<char> distinct;
+  while ((seen < kWantRecords || distinct.size() < kWantDistinct) && reads < kMaxReads &&
+         std::chrono::steady_clock::now() < deadline) {
+    ++reads;
     for (const RegistryEntry& e : Registry::read(dir.path()).entries) {
       ++seen;
       EXPECT_EQ(e.name, "n/" + e.request_id);
       EXPECT_EQ(e.path, "/" + e.request_id);
       EXPECT_EQ(e.request_id, std::string(30, e.request_id[0]));
+      distinct.insert(e.request_id[0]);
     }
   }
   stop = true;
   writer.join();
-  std::printf("whole records seen: %d\n", seen);
+  std::printf("whole records seen: %d in %d reads, %zu different\n", seen, reads, distinct.size());
+  EXPECT_GE(seen, kWantRecords) << "the readers saw too few records to prove anything";
+  EXPECT_GE(distinct.size(), kWantDistinct) << "the slot was not rewritten while being read";
 }
 
 }  // namespace

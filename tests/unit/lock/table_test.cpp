@@ -128,22 +128,40 @@ TEST(LockTableTest, TimedOutWriterAtTheHeadLetsReadersThrough) {
   LockTable table(nullptr);
   LockTable::Grant r1;
   ASSERT_FALSE(table.acquire("n", Mode::kShared, in(1s), r1));
-  std::error_code writer_result;
-  std::thread writer([&] {
-    LockTable::Grant w;
-    writer_result = table.acquire("n", Mode::kExclusive, in(100ms), w);
-  });
-  ASSERT_TRUE(eventually([&] { return table.waiting("n") == 1; }));
-  std::error_code reader_result;
-  std::thread reader([&] {
-    LockTable::Grant r2;
-    reader_result = table.acquire("n", Mode::kShared, in(10s), r2);
-    if (!reader_result) table.release(r2);
-  });
-  writer.join();
-  reader.join();
-  EXPECT_EQ(writer_result, Errc::kTimeout);
-  EXPECT_FALSE(reader_result);  // granted when the writer gave up, not after 10 s
+  // The reader must queue behind the writer *before* the writer gives up, or it is simply
+  // granted on arrival and the let-through is never exercised. So: wait for the writer to
+  // queue, then for the reader to queue behind it; on a machine too loaded to do that within
+  // the writer's deadline, try again with a longer one.
+  bool reader_queued = false;
+  for (Clock::duration writer_wait : {200ms, 1000ms, 5000ms}) {
+    std::error_code writer_result;
+    std::thread writer([&] {
+      LockTable::Grant w;
+      writer_result = table.acquire("n", Mode::kExclusive, in(writer_wait), w);
+      if (!writer_result) table.release(w);
+    });
+    ASSERT_TRUE(eventually([&] { return table.waiting("n") == 1; }));
+    std::error_code reader_result;
+    std::thread reader([&] {
+      LockTable::Grant r2;
+      reader_result = table.acquire("n", Mode::kShared, in(30s), r2);
+      if (!reader_result) table.release(r2);
+    });
+    // Two waiting: the reader is queued behind the writer, which has not given up yet.
+    reader_queued = eventually([&] { return table.waiting("n") == 2; }, writer_wait);
+    const auto queued_at = Clock::now();
+    writer.join();
+    reader.join();
+    EXPECT_EQ(writer_result, Errc::kTimeout);
+    EXPECT_FALSE(reader_result);
+    if (reader_queued) {
+      // Granted when the writer gave up, not at its own 30 s deadline.
+      EXPECT_LT(Clock::now() - queued_at, writer_wait + 10s);
+      break;
+    }
+  }
+  EXPECT_TRUE(reader_queued) << "the reader never queued behind the waiting writer";
+  EXPECT_EQ(table.waiting("n"), 0u);
   table.release(r1);
   EXPECT_EQ(table.size(), 0u);
 }
@@ -194,7 +212,8 @@ TEST(LockTableTest, MillionDistinctNamesLeaveTheTableEmptyAndMemoryBack) {
 }
 
 // Random shared/exclusive history from several threads: checks the two invariants at every
-// grant. (The multi-process version is tests/integration/lock/torture_test.cpp.)
+// grant. (The multi-process version is ProcessTest.RandomMixedHistoriesKeepExclusion in
+// tests/integration/lock/process_test.cpp.)
 TEST(LockTableTest, RandomHistoryNeverBreaksExclusion) {
   LockTable table(nullptr);
   constexpr int kThreads = 4;
