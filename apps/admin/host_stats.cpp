@@ -230,11 +230,12 @@ StatsPublisher::StatsPublisher(lock::LockService& locks, const RequestStats& req
       options_(options),
       dir_(locks.options().dir + "/stats"),
       stem_(process_stem()) {
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+  // Owner only, like the registry: the events name clients and routes.
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     throw std::system_error(errno, std::generic_category(), "admin: cannot create " + dir_);
   }
   const std::string live = dir_ + "/" + stem_ + ".live";
-  live_fd_ = ::open(live.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  live_fd_ = ::open(live.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (live_fd_ < 0 || ::flock(live_fd_, LOCK_EX) != 0) {
     const int err = errno;
     if (live_fd_ >= 0) ::close(live_fd_);
@@ -311,9 +312,17 @@ void StatsPublisher::publish_now() {
   const std::string tmp = dir_ + "/tmp-" + stem_;
   const std::string file = dir_ + "/" + stem_ + ".stats";
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) return;  // retried at the next tick: last_text_ is unchanged
+    // 0600, not std::ofstream's 0666 & umask: the snapshot carries client addresses.
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;  // retried at the next tick: last_text_ is unchanged
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0 || done != text.size()) return;
   }
   if (::rename(tmp.c_str(), file.c_str()) == 0) last_text_ = std::move(text);
 }

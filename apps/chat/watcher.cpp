@@ -18,12 +18,13 @@ namespace {
 
 std::error_code last_error() { return {errno, std::system_category()}; }
 
-// mkdir -p; an existing folder is fine.
+// mkdir -p, owner only (0700: the rooms hold what users wrote); an existing folder is fine
+// and keeps its mode.
 std::error_code make_dirs(const std::string& dir) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     std::string part = dir.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return last_error();
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return last_error();
   }
   return {};
 }

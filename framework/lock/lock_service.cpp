@@ -19,7 +19,12 @@ std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
   }
   if (options.dir.empty()) throw std::invalid_argument("locks.dir is empty");
   std::error_code ec;
-  std::filesystem::create_directories(options.dir, ec);
+  // A folder made here is the owner's only (0700): lock files are named after what they
+  // protect, and the registry names clients. An existing folder keeps its mode.
+  if (std::filesystem::create_directories(options.dir, ec) && !ec) {
+    std::filesystem::permissions(options.dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+  }
   if (ec) {
     throw std::system_error(ec, "cannot create locks.dir '" + options.dir +
                                     "' (check that its parent exists and is writable)");

@@ -144,7 +144,8 @@ int64_t this_thread_id() {
 std::unique_ptr<Registry> Registry::create(const std::string& dir, size_t slots,
                                            std::error_code& ec) {
   const std::string reg_dir = dir + "/registry";
-  if (::mkdir(reg_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  // Owner only: the slots name the clients (addresses) and routes of every request.
+  if (::mkdir(reg_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     ec = {errno, std::generic_category()};
     return nullptr;
   }
@@ -152,7 +153,7 @@ std::unique_ptr<Registry> Registry::create(const std::string& dir, size_t slots,
   const std::string tmp = reg_dir + "/tmp-" + stem;
   const std::string path = reg_dir + "/" + stem + ".reg";
   const size_t size = kHeaderBytes + slots * kSlotBytes;
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     ec = {errno, std::generic_category()};
     return nullptr;
