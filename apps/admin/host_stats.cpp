@@ -111,6 +111,8 @@ std::string encode_stats_file(const lock::StatsSnapshot& stats,
            std::to_string(p.order_violations) + '\t' + std::to_string(p.leaks);
     put_histogram(out, p.wait);
     put_histogram(out, p.hold);
+    // Added after the histograms, so that a file without it (an older worker) still reads.
+    out += '\t' + std::to_string(p.revocations);
     out += '\n';
   }
   // r <route> <duration histogram> <status>=<count>...
@@ -142,7 +144,8 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
     text.remove_prefix(nl + 1);
     if (line == "end") return text.empty();
     std::vector<std::string_view> f = split_tabs(line);
-    if (f[0] == "p" && f.size() == 7 + 2 * (2 + lock::kHistogramBuckets)) {
+    constexpr size_t kPrefixFields = 7 + 2 * (2 + lock::kHistogramBuckets);
+    if (f[0] == "p" && (f.size() == kPrefixFields || f.size() == kPrefixFields + 1)) {
       lock::PrefixStatsSnapshot p;
       if (!parse_number(f[2], p.acquisitions) || !parse_number(f[3], p.contended) ||
           !parse_number(f[4], p.timeouts) || !parse_number(f[5], p.order_violations) ||
@@ -151,6 +154,7 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
       }
       size_t i = 7;
       if (!get_histogram(f, i, p.wait) || !get_histogram(f, i, p.hold)) return false;
+      if (i < f.size() && !parse_number(f[i], p.revocations)) return false;
       stats.prefixes[std::string(f[1])] = p;
     } else if (f[0] == "r" && f.size() >= 2 + 2 + lock::kHistogramBuckets) {
       RouteStatsSnapshot r;
