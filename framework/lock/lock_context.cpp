@@ -118,7 +118,12 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
     held->slot = -1;
     held->stats = &service_.stats_.for_name(name);
     held->revoked.store(false, std::memory_order_relaxed);
-    held_.reserve(held_.size() + 1);  // so that nothing can throw after the lock is taken
+    if (held_.size() == held_.capacity()) {
+      // So that nothing can throw after the lock is taken. Under mu_: growing moves the
+      // array the watchdog may be walking.
+      std::lock_guard lock(mu_);
+      held_.reserve(held_.size() + 1);
+    }
     Registry* registry = service_.registry_.get();
 
     // The common case first: a free name is granted without waiting, so nothing is published
@@ -218,9 +223,11 @@ size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_
 // thread uses the session for another name (backend.hpp).
 void LockContext::revoke_locked(detail::HeldLock& held, Clock::time_point now,
                                 const std::string& why) noexcept {
+  // Fenced before the next holder can be granted: whoever it wakes already sees this guard
+  // as not held.
+  held.revoked.store(true, std::memory_order_release);
   session_->release(held.name, held.mode, held.handle);
   held.handle = nullptr;
-  held.revoked.store(true, std::memory_order_release);
   held.stats->hold.record(now - held.acquired);
   held.stats->revocations.fetch_add(1, std::memory_order_relaxed);
   if (Registry* registry = service_.registry_.get()) registry->clear(held.slot);
