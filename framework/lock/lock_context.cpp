@@ -199,20 +199,26 @@ std::error_code LockContext::verify(const detail::HeldLock& held) const noexcept
   return session_->verify(held.name, held.epoch, held.handle);
 }
 
-size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_before) noexcept {
+size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_before,
+                               std::vector<std::string>& log) noexcept {
   Registry* registry = service_.registry_.get();
   size_t revoked = 0;
   std::lock_guard lock(mu_);
   for (detail::HeldLock* held : held_) {
     if (held->revoked.load(std::memory_order_relaxed)) continue;
     if (held->acquired < overdue_before) {
-      const auto ms_held = std::chrono::duration_cast<ms>(now - held->acquired).count();
-      revoke_locked(*held, now,
-                    "held " + std::to_string(ms_held) + " ms, longer than locks.max_hold_ms = " +
-                        std::to_string(service_.options_.max_hold.count()));
+      std::string why;
+      try {
+        why = "held " +
+              std::to_string(std::chrono::duration_cast<ms>(now - held->acquired).count()) +
+              " ms, longer than locks.max_hold_ms = " +
+              std::to_string(service_.options_.max_hold.count());
+      } catch (...) {  // out of memory: revoked all the same, without the detail
+      }
+      revoke_locked(*held, now, why, log);
       ++revoked;
     } else if (registry && registry->revoke_requested(held->slot)) {
-      revoke_locked(*held, now, "revoked from the admin page");
+      revoke_locked(*held, now, "revoked from the admin page", log);
       ++revoked;
     }
   }
@@ -221,8 +227,8 @@ size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_
 
 // With mu_ held. The session's release is safe from the watchdog's thread while the request's
 // thread uses the session for another name (backend.hpp).
-void LockContext::revoke_locked(detail::HeldLock& held, Clock::time_point now,
-                                const std::string& why) noexcept {
+void LockContext::revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
+                                std::vector<std::string>& log) noexcept {
   // Fenced before the next holder can be granted: whoever it wakes already sees this guard
   // as not held.
   held.revoked.store(true, std::memory_order_release);
@@ -234,9 +240,10 @@ void LockContext::revoke_locked(detail::HeldLock& held, Clock::time_point now,
   held.slot = -1;
   service_.events_.record(EventKind::kRevoked, held.name, held.mode, who_, why);
   try {
-    log_event("revoked: '" + held.name + "' (" + std::string(to_string(held.mode)) + ") " + why +
-              " (request " + who_.request_id + " " + who_.method + " " + who_.path +
-              "); released for the next request, this request's commits through it are refused");
+    log.push_back(
+        "revoked: '" + held.name + "' (" + std::string(to_string(held.mode)) + ") " +
+        std::string(why) + " (request " + who_.request_id + " " + who_.method + " " + who_.path +
+        "); released for the next request, this request's commits through it are refused");
   } catch (...) {  // out of memory: the event ring and the counter still have it
   }
 }

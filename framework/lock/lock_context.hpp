@@ -128,10 +128,12 @@ class LockContext {
   Clock::duration timeout_or_default(std::optional<ms> timeout) const;
   // The watchdog's pass over this context (called by LockService with its contexts mutex
   // held): revokes each lock held since before `overdue_before` or asked to be revoked in the
-  // registry. Returns how many it revoked.
-  size_t revoke_due(Clock::time_point now, Clock::time_point overdue_before) noexcept;
-  void revoke_locked(detail::HeldLock& held, Clock::time_point now,
-                     const std::string& why) noexcept;
+  // registry, and adds a log line for each to `log` (written once no mutex is held). Returns
+  // how many it revoked.
+  size_t revoke_due(Clock::time_point now, Clock::time_point overdue_before,
+                    std::vector<std::string>& log) noexcept;
+  void revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
+                     std::vector<std::string>& log) noexcept;
 
   LockService& service_;
   HolderInfo who_;

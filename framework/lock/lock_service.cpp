@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "lock/log.hpp"
 #include "util/process.hpp"
 
 namespace kagi::lock {
@@ -78,8 +79,13 @@ size_t LockService::revoke_due() {
   const auto overdue_before =
       options_.max_hold.count() > 0 ? now - options_.max_hold : Clock::time_point::min();
   size_t revoked = 0;
-  std::lock_guard lock(contexts_mu_);
-  for (LockContext* ctx : contexts_) revoked += ctx->revoke_due(now, overdue_before);
+  std::vector<std::string> log;
+  {
+    std::lock_guard lock(contexts_mu_);
+    for (LockContext* ctx : contexts_) revoked += ctx->revoke_due(now, overdue_before, log);
+  }
+  // Outside the mutexes: a slow stderr must not hold up requests starting or releasing.
+  for (const std::string& line : log) log_event(line);
   return revoked;
 }
 
