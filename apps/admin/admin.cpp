@@ -1,5 +1,6 @@
 #include "admin/admin.hpp"
 
+#include <charconv>
 #include <memory>
 
 #include "admin/access.hpp"
@@ -7,6 +8,7 @@
 #include "admin/status.hpp"
 #include "app/http_error.hpp"
 #include "lock/lock_service.hpp"
+#include "lock/registry.hpp"
 #include "store/damage.hpp"
 #include "view/views.hpp"
 
@@ -42,6 +44,41 @@ void require_access(const AdminState& state, const Request& req) {
   }
 }
 
+template <typename T>
+T number_field(const Request& req, std::string_view name) {
+  const std::string_view text = req.field(name);
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    throw HttpError(400, "the revoke form needs a numeric '" + std::string(name) +
+                             "' field; use the Revoke button of /admin/locks");
+  }
+  return value;
+}
+
+// POST /admin/locks/revoke (pid, slot, seq: one record of the status registry, as the page
+// showed it). The pipeline has checked the CSRF token already (403 without it); the admin
+// login is checked here. The owning worker's watchdog revokes the lock within a tenth of a
+// second (lock/lock_service.hpp); the page then shows a "revoked" event.
+Response revoke(const AdminState& state, const Request& req) {
+  lock::RegistryEntry entry;
+  entry.pid = number_field<int>(req, "pid");
+  entry.slot = number_field<int>(req, "slot");
+  entry.seq = number_field<uint64_t>(req, "seq");
+  const std::error_code ec =
+      lock::Registry::request_revoke(state.locks_dir, entry.pid, entry.slot, entry.seq);
+  if (ec == lock::Errc::kReleased) {
+    throw HttpError(409,
+                    "that lock was released (or taken again) since the page was drawn; "
+                    "reload /admin/locks and look again");
+  }
+  if (ec == std::errc::invalid_argument) {
+    throw HttpError(400, "no such registry slot; use the Revoke button of /admin/locks");
+  }
+  if (ec) throw std::system_error(ec, "admin: revoke request for pid " + std::to_string(entry.pid));
+  return Response::redirect("/admin/locks");
+}
+
 // Admin data changes every second and may name clients: never cached anywhere.
 Response no_store(Response r) {
   r.headers.set("Cache-Control", "no-store");
@@ -65,6 +102,10 @@ void mount_admin(App& app) {
   r.get("/admin/locks.json", [state](Request& req, Context&) {
     require_access(*state, req);
     return no_store(Response::json(admin::to_json(admin::collect_status(state->locks_dir))));
+  });
+  r.post("/admin/locks/revoke", [state](Request& req, Context&) {
+    require_access(*state, req);
+    return no_store(revoke(*state, req));
   });
   r.get("/metrics", [state](Request& req, Context&) {
     require_access(*state, req);

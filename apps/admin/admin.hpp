@@ -1,5 +1,6 @@
 // admin/admin.hpp — the lock-status admin app: GET /admin/locks (HTML), /admin/locks.json and
-// /metrics (Prometheus text), protected by admin.htpasswd + admin.allow (see access.hpp and
+// /metrics (Prometheus text), POST /admin/locks/revoke (the page's Revoke button, CSRF
+// protected), all protected by admin.htpasswd + admin.allow (see access.hpp and
 // docs/ADMIN.md).
 //
 //   kagi::App app(conf);

@@ -112,6 +112,8 @@ std::string encode_stats_file(const lock::StatsSnapshot& stats,
            std::to_string(p.order_violations) + '\t' + std::to_string(p.leaks);
     put_histogram(out, p.wait);
     put_histogram(out, p.hold);
+    // Added after the histograms, so that a file without it (an older worker) still reads.
+    out += '\t' + std::to_string(p.revocations);
     out += '\n';
   }
   // r <route> <duration histogram> <status>=<count>...
@@ -143,7 +145,8 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
     text.remove_prefix(nl + 1);
     if (line == "end") return text.empty();
     std::vector<std::string_view> f = split_tabs(line);
-    if (f[0] == "p" && f.size() == 7 + 2 * (2 + lock::kHistogramBuckets)) {
+    constexpr size_t kPrefixFields = 7 + 2 * (2 + lock::kHistogramBuckets);
+    if (f[0] == "p" && (f.size() == kPrefixFields || f.size() == kPrefixFields + 1)) {
       lock::PrefixStatsSnapshot p;
       if (!parse_number(f[2], p.acquisitions) || !parse_number(f[3], p.contended) ||
           !parse_number(f[4], p.timeouts) || !parse_number(f[5], p.order_violations) ||
@@ -152,6 +155,7 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
       }
       size_t i = 7;
       if (!get_histogram(f, i, p.wait) || !get_histogram(f, i, p.hold)) return false;
+      if (i < f.size() && !parse_number(f[i], p.revocations)) return false;
       stats.prefixes[std::string(f[1])] = p;
     } else if (f[0] == "r" && f.size() >= 2 + 2 + lock::kHistogramBuckets) {
       RouteStatsSnapshot r;
@@ -231,11 +235,12 @@ StatsPublisher::StatsPublisher(lock::LockService& locks, const RequestStats& req
       options_(options),
       dir_(locks.options().dir + "/stats"),
       stem_(process_stem()) {
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+  // Owner only, like the registry: the events name clients and routes.
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     throw std::system_error(errno, std::generic_category(), "admin: cannot create " + dir_);
   }
   const std::string live = dir_ + "/" + stem_ + ".live";
-  live_fd_ = ::open(live.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  live_fd_ = ::open(live.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (live_fd_ < 0 || ::flock(live_fd_, LOCK_EX) != 0) {
     const int err = errno;
     if (live_fd_ >= 0) ::close(live_fd_);
@@ -322,9 +327,17 @@ void StatsPublisher::publish_now() {
   const std::string tmp = dir_ + "/tmp-" + stem_;
   const std::string file = dir_ + "/" + stem_ + ".stats";
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) return;  // retried at the next tick: last_text_ is unchanged
+    // 0600, not std::ofstream's 0666 & umask: the snapshot carries client addresses.
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;  // retried at the next tick: last_text_ is unchanged
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0 || done != text.size()) return;
   }
   if (::rename(tmp.c_str(), file.c_str()) == 0) last_text_ = std::move(text);
 }

@@ -82,7 +82,11 @@ void write_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
       .key("since")
       .value(iso_time(unix_ms(e.since)))
       .key("for_ms")
-      .value(for_ms);
+      .value(for_ms)
+      .key("slot")
+      .value(e.slot)
+      .key("seq")
+      .value(e.seq);
   if (!e.waiting) w.key("long").value(for_ms >= kLongHold.count());
   w.end_object();
 }
@@ -227,6 +231,8 @@ std::string to_json(const LockStatus& s) {
         .value(p.order_violations)
         .key("leaks")
         .value(p.leaks)
+        .key("revocations")
+        .value(p.revocations)
         .key("wait");
     write_histogram(w, p.wait);
     w.key("hold");
@@ -283,6 +289,9 @@ std::string to_prometheus(const LockStatus& s) {
        &lock::PrefixStatsSnapshot::order_violations},
       {"kagi_lock_leaks_total", "Locks still held when their request ended.",
        &lock::PrefixStatsSnapshot::leaks},
+      {"kagi_lock_revocations_total",
+       "Locks taken from their holder: held past locks.max_hold_ms, or revoked by an admin.",
+       &lock::PrefixStatsSnapshot::revocations},
   };
   for (const Counter& c : kCounters) {
     out += std::string("# HELP ") + c.name + " " + c.help + "\n# TYPE " + c.name + " counter\n";
@@ -394,6 +403,10 @@ void fill_dict(const LockStatus& s, view::Dict& dict) {
         r.set("FOR_MS", for_ms);
         r.set("FOR", format_duration(milliseconds(for_ms)));
         r.set("ROW_CLASS", for_ms >= kLongHold.count() ? "long" : "");
+        // What the revoke button posts: exactly this record (admin.cpp, /admin/locks/revoke).
+        view::Dict revoke = r.add_section("REVOKE");
+        revoke.set("SLOT", static_cast<int64_t>(e.slot));
+        revoke.set("SEQ", std::to_string(e.seq));
       } else {
         r.set("MODE", "—");
         r.set("FOR_MS", int64_t{0});
@@ -426,11 +439,12 @@ void fill_dict(const LockStatus& s, view::Dict& dict) {
     r.set("TIMEOUTS", static_cast<int64_t>(p.timeouts));
     r.set("ORDER_VIOLATIONS", static_cast<int64_t>(p.order_violations));
     r.set("LEAKS", static_cast<int64_t>(p.leaks));
+    r.set("REVOCATIONS", static_cast<int64_t>(p.revocations));
     r.set("WAIT_P50", static_cast<int64_t>(p.wait.quantile_bound_us(0.5)));
     r.set("WAIT_P99", static_cast<int64_t>(p.wait.quantile_bound_us(0.99)));
     r.set("HOLD_P50", static_cast<int64_t>(p.hold.quantile_bound_us(0.5)));
     r.set("HOLD_P99", static_cast<int64_t>(p.hold.quantile_bound_us(0.99)));
-    r.set("ROW_CLASS", p.timeouts + p.leaks + p.order_violations > 0 ? "bad" : "");
+    r.set("ROW_CLASS", p.timeouts + p.leaks + p.order_violations + p.revocations > 0 ? "bad" : "");
   }
   if (s.host.stats.prefixes.empty()) dict.show_section("NO_STATS");
   for (const auto& [route, rs] : s.host.requests.routes) {

@@ -18,7 +18,8 @@ namespace {
 
 std::error_code last_error() { return {errno, std::system_category()}; }
 
-// mkdir -p; an existing folder is fine.
+// mkdir -p with `mode` (the data dir's folder mode: the rooms hold what users wrote); an
+// existing folder is fine and keeps its mode.
 std::error_code make_dirs(const std::string& dir, mode_t mode) {
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;

@@ -7,6 +7,7 @@
 
 #include "app/http_error.hpp"
 #include "lock/lock_context.hpp"
+#include "store/data_dir.hpp"
 
 namespace kagi::apps {
 namespace {
@@ -33,6 +34,15 @@ Response echo(Request& req, Context&) {
   for (const auto& [k, v] : req.cookies.items()) out += "cookie " + k + "\n";
   out += "client " + req.client_address + "\n";
   return Response::text(std::move(out));
+}
+
+// The file that lock `name` protects: "testing/<name with '/' as '-'>.txt".
+std::string file_of(std::string_view name) {
+  std::string file = "testing/" + std::string(name) + ".txt";
+  for (size_t i = 8; i < file.size(); ++i) {
+    if (file[i] == '/') file[i] = '-';
+  }
+  return file;
 }
 
 }  // namespace
@@ -62,6 +72,21 @@ void mount_test_routes(App& app) {
     auto guard = ctx.locks.exclusive(req.arg("name"));
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return Response::text("held " + std::string(req.arg("name")) + " " + std::to_string(ms) + "\n");
+  });
+  r.get("/_test/hold_commit", [](Request& req, Context& ctx) {
+    int64_t ms = int_arg(req, "ms", 60000);
+    auto guard = ctx.locks.exclusive(req.arg("name"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    const std::string value(req.arg("value"));
+    store::Status s = ctx.data.commit(guard, file_of(guard.name()), value);
+    if (!s.ok()) return Response::text("refused: " + s.message() + "\n", 409);
+    return Response::text("committed " + value + "\n");
+  });
+  r.get("/_test/data", [](Request& req, Context& ctx) {
+    auto guard = ctx.locks.shared(req.arg("name"));
+    auto text = ctx.data.read(guard, file_of(guard.name()));
+    if (!text.ok()) return Response::text(text.status().message() + "\n", 404);
+    return Response::text(text.value());
   });
 }
 

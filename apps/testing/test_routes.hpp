@@ -7,6 +7,11 @@
 //   GET      /_test/sleep?ms=N      sleeps N ms (≤ 60000), then "slept N"
 //   GET      /_test/big?bytes=N     an N-byte body (≤ 64 MiB)
 //   GET      /_test/hold?name=X&ms=N   holds exclusive lock X for N ms
+//   GET      /_test/hold_commit?name=X&ms=N&value=V
+//                                   holds X for N ms (a hung handler), then commits V to the
+//                                   file X protects: 200 "committed V", or 409 "refused: why"
+//                                   (the lock was revoked meanwhile: locks.max_hold_ms)
+//   GET      /_test/data?name=X     what the file X protects holds (read under X shared)
 #pragma once
 
 #include "app/app.hpp"

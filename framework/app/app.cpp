@@ -42,6 +42,7 @@ lock::LockOptions lock_options(const Config& conf) {
   options.dir = conf.get_string("locks.dir");
   options.timeout = std::chrono::milliseconds(conf.get_int("locks.timeout_ms"));
   options.order_check_fail = conf.get_string("locks.order_check") == "fail";
+  options.max_hold = std::chrono::milliseconds(conf.get_int("locks.max_hold_ms"));
   return options;
 }
 

@@ -39,6 +39,9 @@ constexpr std::array kKeys{
     KeySpec{"locks.retry_after_s", kInt, "2", 0, 3600, "", "Retry-After sent with a 503 busy page"},
     KeySpec{"locks.order_check", kString, "report", 0, 0, "report|fail",
             "a lock taken out of canonical order: log and count it, or also fail at once"},
+    KeySpec{"locks.max_hold_ms", kInt, "60000", 0, 86400000, "",
+            "a lock held longer is revoked: released for the next request, the holder's "
+            "commits refused (0: never)"},
     // data
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",

@@ -36,6 +36,9 @@ class Session {
   // Like acquire but never waits (Errc::kTimeout if not available now).
   virtual std::error_code try_acquire(std::string_view name, Mode mode, uint64_t& epoch,
                                       void*& handle) = 0;
+  // Also called by the service's watchdog thread to revoke a lock (lock_service.hpp), while
+  // the session's request thread may be using the session for other names: it must be safe
+  // for that. The request never releases a revoked handle again.
   virtual void release(std::string_view name, Mode mode, void* handle) noexcept = 0;
   // Empty if the lock behind `handle` is still granted with `epoch`; Errc::kFenceLost if not.
   virtual std::error_code verify(std::string_view name, uint64_t epoch,

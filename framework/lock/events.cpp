@@ -12,6 +12,8 @@ std::string_view to_string(EventKind kind) {
       return "leak";
     case EventKind::kOrderViolation:
       return "order_violation";
+    case EventKind::kRevoked:
+      return "revoked";
   }
   return "unknown";
 }

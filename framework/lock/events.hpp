@@ -1,6 +1,6 @@
-// lock/events.hpp — the recent notable lock events of one process: timeouts, leaks and order
-// violations, each with the request that caused it (id, method, path, client), for the admin
-// page's "recent events" table.
+// lock/events.hpp — the recent notable lock events of one process: timeouts, leaks, order
+// violations and revocations, each with the request that caused it (id, method, path, client), for
+// the admin page's "recent events" table.
 //
 // Recorded only on those slow paths (never on a successful acquire or release), into a small
 // bounded ring under a mutex: the oldest event is dropped when the ring is full, so a storm of
@@ -20,9 +20,9 @@
 
 namespace kagi::lock {
 
-enum class EventKind : unsigned char { kTimeout, kLeak, kOrderViolation };
+enum class EventKind : unsigned char { kTimeout, kLeak, kOrderViolation, kRevoked };
 
-// "timeout", "leak", "order_violation".
+// "timeout", "leak", "order_violation", "revoked".
 std::string_view to_string(EventKind kind);
 
 struct LockEvent {

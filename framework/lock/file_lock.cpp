@@ -122,7 +122,7 @@ size_t FileLocks::open_fds() const {
 
 std::error_code FileLocks::open_file(std::string_view name, int& fd) {
   const std::string path = dir_ + "/" + lock_file_name(name);
-  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return {errno, std::generic_category()};
   // The file records its full name: a second name hashed to the same file is detected here.
   char stored[kMaxNameBytes + 1];

@@ -61,10 +61,12 @@ Mode Guard::mode() const { return held_ ? held_->mode : Mode::kShared; }
 
 uint64_t Guard::epoch() const { return held_ ? held_->epoch : 0; }
 
-bool Guard::held() const { return held_ && held_->ctx != nullptr; }
+bool Guard::held() const {
+  return held_ && held_->ctx != nullptr && !held_->revoked.load(std::memory_order_acquire);
+}
 
 std::error_code Guard::verify() const {
-  if (!held()) return make_error_code(Errc::kReleased);
+  if (!held_ || !held_->ctx) return make_error_code(Errc::kReleased);
   return held_->ctx->verify(*held_);
 }
 

@@ -46,12 +46,12 @@ class Guard {
   uint64_t epoch() const;
 
   // True while this guard holds its lock (false after release(), after the request ended,
-  // or for a moved-from / default guard).
+  // after the lock was revoked, or for a moved-from / default guard).
   bool held() const;
 
   // Fencing: asks the backend, right now, whether this guard still holds its lock. Returns
-  // an empty error_code if it does; Errc::kFenceLost / kReleased otherwise. Storage calls it
-  // right before a commit becomes visible.
+  // an empty error_code if it does; Errc::kFenceLost / kReleased / kRevoked otherwise. Storage
+  // calls it right before a commit becomes visible.
   std::error_code verify() const;
 
   // Releases now (idempotent). Prefer letting the guard leave scope.

@@ -61,9 +61,14 @@ void LockSet::release() {
 // ---- LockContext
 
 LockContext::LockContext(LockService& service, HolderInfo who, std::unique_ptr<Session> session)
-    : service_(service), who_(std::move(who)), session_(std::move(session)) {}
+    : service_(service), who_(std::move(who)), session_(std::move(session)) {
+  service_.add_context(this);
+}
 
-LockContext::~LockContext() { end_request(); }
+LockContext::~LockContext() {
+  end_request();
+  service_.remove_context(this);
+}
 
 Clock::duration LockContext::timeout_or_default(std::optional<ms> timeout) const {
   return timeout.value_or(service_.options_.timeout);
@@ -112,7 +117,13 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
     held->handle = nullptr;
     held->slot = -1;
     held->stats = &service_.stats_.for_name(name);
-    held_.reserve(held_.size() + 1);  // so that nothing can throw after the lock is taken
+    held->revoked.store(false, std::memory_order_relaxed);
+    if (held_.size() == held_.capacity()) {
+      // So that nothing can throw after the lock is taken. Under mu_: growing moves the
+      // array the watchdog may be walking.
+      std::lock_guard lock(mu_);
+      held_.reserve(held_.size() + 1);
+    }
     Registry* registry = service_.registry_.get();
 
     // The common case first: a free name is granted without waiting, so nothing is published
@@ -150,7 +161,10 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
       }
     }
     held->ctx = this;
-    held_.push_back(held.get());
+    {
+      std::lock_guard lock(mu_);  // from here on the watchdog may revoke it
+      held_.push_back(held.get());
+    }
     out = std::move(held);
     return {};
   } catch (const std::bad_alloc&) {
@@ -160,9 +174,13 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
 
 void LockContext::release(detail::HeldLock& held) noexcept {
   if (held.ctx != this) return;
-  session_->release(held.name, held.mode, held.handle);
-  held.stats->hold.record(Clock::now() - held.acquired);
-  if (Registry* registry = service_.registry_.get()) registry->clear(held.slot);
+  std::lock_guard lock(mu_);
+  // A revoked lock was released by the watchdog already (and may be someone else's now).
+  if (!held.revoked.load(std::memory_order_relaxed)) {
+    session_->release(held.name, held.mode, held.handle);
+    held.stats->hold.record(Clock::now() - held.acquired);
+    if (Registry* registry = service_.registry_.get()) registry->clear(held.slot);
+  }
   held.ctx = nullptr;
   held.handle = nullptr;
   // Usually the newest lock goes first: search from the back.
@@ -176,7 +194,58 @@ void LockContext::release(detail::HeldLock& held) noexcept {
 
 std::error_code LockContext::verify(const detail::HeldLock& held) const noexcept {
   if (held.ctx != this) return make_error_code(Errc::kReleased);
+  std::lock_guard lock(mu_);
+  if (held.revoked.load(std::memory_order_relaxed)) return make_error_code(Errc::kRevoked);
   return session_->verify(held.name, held.epoch, held.handle);
+}
+
+size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_before,
+                               std::vector<std::string>& log) noexcept {
+  Registry* registry = service_.registry_.get();
+  size_t revoked = 0;
+  std::lock_guard lock(mu_);
+  for (detail::HeldLock* held : held_) {
+    if (held->revoked.load(std::memory_order_relaxed)) continue;
+    if (held->acquired < overdue_before) {
+      std::string why;
+      try {
+        why = "held " +
+              std::to_string(std::chrono::duration_cast<ms>(now - held->acquired).count()) +
+              " ms, longer than locks.max_hold_ms = " +
+              std::to_string(service_.options_.max_hold.count());
+      } catch (...) {  // out of memory: revoked all the same, without the detail
+      }
+      revoke_locked(*held, now, why, log);
+      ++revoked;
+    } else if (registry && registry->revoke_requested(held->slot)) {
+      revoke_locked(*held, now, "revoked from the admin page", log);
+      ++revoked;
+    }
+  }
+  return revoked;
+}
+
+// With mu_ held. The session's release is safe from the watchdog's thread while the request's
+// thread uses the session for another name (backend.hpp).
+void LockContext::revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
+                                std::vector<std::string>& log) noexcept {
+  // Fenced before the next holder can be granted: whoever it wakes already sees this guard
+  // as not held.
+  held.revoked.store(true, std::memory_order_release);
+  session_->release(held.name, held.mode, held.handle);
+  held.handle = nullptr;
+  held.stats->hold.record(now - held.acquired);
+  held.stats->revocations.fetch_add(1, std::memory_order_relaxed);
+  if (Registry* registry = service_.registry_.get()) registry->clear(held.slot);
+  held.slot = -1;
+  service_.events_.record(EventKind::kRevoked, held.name, held.mode, who_, why);
+  try {
+    log.push_back(
+        "revoked: '" + held.name + "' (" + std::string(to_string(held.mode)) + ") " +
+        std::string(why) + " (request " + who_.request_id + " " + who_.method + " " + who_.path +
+        "); released for the next request, this request's commits through it are refused");
+  } catch (...) {  // out of memory: the event ring and the counter still have it
+  }
 }
 
 void LockContext::raise(std::error_code ec, std::string_view name, Clock::time_point started,

@@ -15,16 +15,22 @@
 //    (both names and the route) and counted; with order_check = "fail" it throws
 //    LockOrderError at once. Either way the wait stays bounded, so the P→Q / Q→P trap ends.
 //  - Taking a name this context already holds throws LockOrderError (it would wait on itself).
+//  - A lock held longer than locks.max_hold_ms, or revoked from the admin page, is taken away
+//    by the service's watchdog (lock/lock_service.hpp): released for the next waiter, its
+//    guard fenced (held() false, verify() Errc::kRevoked, so storage refuses its commit), its
+//    own release a no-op.
 //  - end_request() (also run by the destructor) releases every guard still alive, logs each
 //    as a leak with its name and route, and counts it. Those guards turn inert: a guard never
 //    outlives its request. The context may be used again afterwards.
 //
-// Not thread-safe: one request is served by one thread at a time. It must not outlive the
+// Not thread-safe: one request is served by one thread at a time (the watchdog's revocations
+// are the one exception, serialised by the context's mutex). It must not outlive the
 // LockService that made it.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,6 +115,7 @@ class LockContext {
 
  private:
   friend class Guard;
+  friend class LockService;
   // `started` is when the caller began (read once; the deadline is usually derived from it).
   std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point started,
                               Clock::time_point deadline, bool try_only, detail::HeldLockPtr& out,
@@ -119,13 +126,26 @@ class LockContext {
   void release(detail::HeldLock& held) noexcept;
   std::error_code verify(const detail::HeldLock& held) const noexcept;
   Clock::duration timeout_or_default(std::optional<ms> timeout) const;
+  // The watchdog's pass over this context (called by LockService with its contexts mutex
+  // held): revokes each lock held since before `overdue_before` or asked to be revoked in the
+  // registry, and adds a log line for each to `log` (written once no mutex is held). Returns
+  // how many it revoked.
+  size_t revoke_due(Clock::time_point now, Clock::time_point overdue_before,
+                    std::vector<std::string>& log) noexcept;
+  void revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
+                     std::vector<std::string>& log) noexcept;
 
   LockService& service_;
   HolderInfo who_;
   std::unique_ptr<Session> session_;
+  // Guards held_ changes and the revocation state of the locks in it (HeldLock::revoked,
+  // handle, slot): taken by the request's thread to add, release and verify a lock, and by
+  // the watchdog to revoke one. The request's thread reads held_ without it (it is the only
+  // writer).
+  mutable std::mutex mu_;
   // In acquisition order. Each is owned by its guard, which takes it out of here when it
   // releases (end_request() releases the rest; their guards then stay inert).
-  std::vector<detail::HeldLock*> held_;
+  std::vector<detail::HeldLock*> held_;  // changed under mu_
 };
 
 }  // namespace kagi::lock

@@ -5,11 +5,23 @@
 //   auto locks = service->context({.request_id = id, .method = "POST", .path = "/bbs/3/post"});
 //   auto guard = locks->exclusive("bbs/board/3");
 //
+// A hung holder never holds forever: a watchdog thread per service revokes every lock held
+// longer than locks.max_hold_ms, and every lock an admin asked to revoke through the status
+// registry (Registry::request_revoke, polled every LockOptions::watchdog_interval). Revoking
+// releases the backend lock (the in-process table entry and the file lock) for the next
+// waiter, clears the registry slot, counts the revocation under the name's prefix, records
+// an event, and fences the holder's guard (lock/lock_context.hpp).
+//
 // Thread-safe. Contexts must not outlive their service.
 #pragma once
 
 #include <unistd.h>
+
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "lock/backend.hpp"
 #include "lock/events.hpp"
@@ -45,9 +57,19 @@ class LockService {
   // Names held or waited for in this process right now (0 when idle).
   size_t active_names() const { return backend_->active_names(); }
 
+  // One watchdog pass now (the thread runs one every watchdog_interval): revokes this
+  // process's locks held past max_hold and those asked to be revoked. Returns how many.
+  size_t revoke_due();
+  // Asks the process that published `entry` (any process on the host) to revoke it; see
+  // Registry::request_revoke. Its watchdog does it within watchdog_interval.
+  std::error_code request_revoke(const RegistryEntry& entry) const;
+
  private:
   friend class LockContext;
   explicit LockService(const LockOptions& options);
+  void add_context(LockContext* ctx);
+  void remove_context(LockContext* ctx) noexcept;
+  void run_watchdog();
 
   LockOptions options_;
   pid_t pid_;
@@ -55,6 +77,15 @@ class LockService {
   EventLog events_;
   std::unique_ptr<Registry> registry_;  // null if options_.registry is false
   std::unique_ptr<Backend> backend_;
+
+  // Every live context, for the watchdog. Lock order: contexts_mu_, then a context's mu_.
+  std::mutex contexts_mu_;
+  std::vector<LockContext*> contexts_;  // guarded by contexts_mu_
+
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool stopping_ = false;  // guarded by watchdog_mu_
+  std::thread watchdog_;   // last: started when everything above exists
 };
 
 }  // namespace kagi::lock

@@ -26,6 +26,9 @@ class LockCategory : public std::error_category {
         return "this request already holds the lock (taking it again would wait on itself)";
       case Errc::kNameCollision:
         return "two lock names map to one lock file (hash collision detected)";
+      case Errc::kRevoked:
+        return "the lock was revoked (held longer than locks.max_hold_ms, or revoked by an "
+               "admin); another request may hold it now";
     }
     return "unknown lock error " + std::to_string(code);
   }

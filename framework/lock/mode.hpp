@@ -28,6 +28,7 @@ enum class Errc {
   kBackend,         // the backend failed (I/O error, connection lost)
   kAlreadyHeld,     // this request already holds the name: taking it again would self-deadlock
   kNameCollision,   // two names hashed to one lock file (detected through the stored name)
+  kRevoked,         // the lock was taken away: held past locks.max_hold_ms, or from the admin page
 };
 
 const std::error_category& lock_category();

@@ -18,6 +18,10 @@ struct LockOptions {
   std::string dir = "var/locks";            // locks.dir (created if missing)
   std::chrono::milliseconds timeout{3000};  // locks.timeout_ms: default bound on every wait
   bool order_check_fail = false;            // locks.order_check: "report" (false) | "fail"
+  // locks.max_hold_ms: a lock held longer is revoked (released for the next waiter; its guard
+  // is fenced, so a later commit through it is refused). 0: never. The conf default is 60000;
+  // a bare LockOptions (tests, tools) has none.
+  std::chrono::milliseconds max_hold{0};
 
   // Tuning (no conf keys yet; the defaults are what the benchmarks were run with).
   size_t max_idle_fds = 1024;    // lock file descriptors kept open for names not in use
@@ -25,6 +29,9 @@ struct LockOptions {
   bool registry = true;          // publish held / waited locks for the admin page
   // Real-time signal that bounds blocking waits (0: SIGRTMIN + 5; -1: poll with backoff).
   int wait_signal = 0;
+  // How often the watchdog looks for holds past max_hold and for revoke requests from the
+  // admin page (lock/lock_service.hpp). A revocation lands up to this late.
+  std::chrono::milliseconds watchdog_interval{100};
 };
 
 }  // namespace kagi::lock

@@ -42,6 +42,9 @@ constexpr size_t kWords = sizeof(Payload) / 8;
 struct Slot {
   std::atomic<uint64_t> seq;  // odd while being written
   std::atomic<uint64_t> words[kWords];
+  // Written by other processes (request_revoke): the seq of the record to revoke. Not part of
+  // the record, so outside the seqlock.
+  std::atomic<uint64_t> revoke;
 };
 static_assert(sizeof(Slot) <= kSlotBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -116,7 +119,7 @@ Payload read_own_head(const Slot* s) {
 }
 
 // Copies a consistent record out of a slot; false if it kept changing.
-bool read_slot(const Slot* s, Payload& out) {
+bool read_slot(const Slot* s, Payload& out, uint64_t* seq = nullptr) {
   uint64_t words[kWords];
   for (int attempt = 0; attempt < 100; ++attempt) {
     const uint64_t before = s->seq.load(std::memory_order_acquire);
@@ -125,6 +128,7 @@ bool read_slot(const Slot* s, Payload& out) {
     for (size_t i = 0; i < kWords; ++i) words[i] = s->words[i].load(std::memory_order_acquire);
     if (s->seq.load(std::memory_order_relaxed) == before) {
       std::memcpy(&out, words, sizeof out);
+      if (seq) *seq = before;
       return true;
     }
   }
@@ -144,7 +148,8 @@ int64_t this_thread_id() {
 std::unique_ptr<Registry> Registry::create(const std::string& dir, size_t slots,
                                            std::error_code& ec) {
   const std::string reg_dir = dir + "/registry";
-  if (::mkdir(reg_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  // Owner only: the slots name the clients (addresses) and routes of every request.
+  if (::mkdir(reg_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     ec = {errno, std::generic_category()};
     return nullptr;
   }
@@ -152,7 +157,7 @@ std::unique_ptr<Registry> Registry::create(const std::string& dir, size_t slots,
   const std::string tmp = reg_dir + "/tmp-" + stem;
   const std::string path = reg_dir + "/" + stem + ".reg";
   const size_t size = kHeaderBytes + slots * kSlotBytes;
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     ec = {errno, std::generic_category()};
     return nullptr;
@@ -272,6 +277,66 @@ int Registry::take_slot() noexcept {
 
 uint64_t Registry::overflows() const { return overflows_.load(std::memory_order_relaxed); }
 
+bool Registry::revoke_requested(int slot) const noexcept {
+  if (slot < 0 || static_cast<size_t>(slot) >= slots_) return false;
+  const Slot* s = slot_at(map_, static_cast<size_t>(slot));
+  // Only this process writes seq, so a plain load sees the current record's number; a fresh
+  // slot has seq 0 and revoke 0, which is no request.
+  const uint64_t seq = s->seq.load(std::memory_order_relaxed);
+  return seq != 0 && s->revoke.load(std::memory_order_acquire) == seq;
+}
+
+std::error_code Registry::request_revoke(const std::string& dir, int pid, int slot, uint64_t seq) {
+  if (slot < 0 || seq == 0 || (seq & 1) != 0) return {EINVAL, std::generic_category()};
+  const std::string reg_dir = dir + "/registry";
+  DIR* d = ::opendir(reg_dir.c_str());
+  if (!d) return {errno, std::generic_category()};
+  const std::string prefix = std::to_string(pid) + "-";
+  std::vector<std::string> files;
+  while (dirent* ent = ::readdir(d)) {
+    std::string_view n = ent->d_name;
+    if (n.size() > prefix.size() + 4 && n.substr(0, prefix.size()) == prefix &&
+        n.substr(n.size() - 4) == ".reg") {
+      files.emplace_back(n);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& file : files) {
+    int fd = ::open((reg_dir + "/" + file).c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {  // a dead process's file: nothing to revoke
+      ::close(fd);
+      continue;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
+      ::close(fd);
+      continue;
+    }
+    const size_t size = static_cast<size_t>(st.st_size);
+    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return {errno, std::generic_category()};
+    const auto* header = static_cast<const Header*>(map);
+    std::error_code ec = make_error_code(Errc::kReleased);
+    if (header->magic != kMagic || header->pid != pid) {
+      ec = {ESRCH, std::generic_category()};
+    } else if (static_cast<size_t>(slot) >=
+               std::min<size_t>(header->slots, (size - kHeaderBytes) / kSlotBytes)) {
+      ec = {EINVAL, std::generic_category()};
+    } else {
+      Slot* s = slot_at(map, static_cast<size_t>(slot));
+      if (s->seq.load(std::memory_order_acquire) == seq) {
+        s->revoke.store(seq, std::memory_order_release);
+        ec = {};
+      }
+    }
+    ::munmap(map, size);
+    if (ec != std::errc::no_such_process) return ec;
+  }
+  return make_error_code(Errc::kReleased);
+}
+
 RegistrySnapshot Registry::read(const std::string& dir) {
   RegistrySnapshot snap;
   const std::string reg_dir = dir + "/registry";
@@ -310,8 +375,11 @@ RegistrySnapshot Registry::read(const std::string& dir) {
       const size_t slots = std::min<size_t>(header->slots, (size - kHeaderBytes) / kSlotBytes);
       for (size_t i = 0; i < slots; ++i) {
         Payload p;
-        if (!read_slot(slot_at(map, i), p) || p.state == kFree) continue;
+        uint64_t seq = 0;
+        if (!read_slot(slot_at(map, i), p, &seq) || p.state == kFree) continue;
         RegistryEntry e;
+        e.slot = static_cast<int>(i);
+        e.seq = seq;
         e.name = field(p.name, sizeof p.name);
         e.mode =
             p.mode == static_cast<uint8_t>(Mode::kExclusive) ? Mode::kExclusive : Mode::kShared;

@@ -8,6 +8,12 @@
 // holds flock(LOCK_EX) on its file for its whole life; a reader that can take the flock knows
 // the owner died and removes the file.
 //
+// Revoking from another process (the admin page): each slot also has a revoke word outside
+// the seqlock. request_revoke() stores there the sequence number of the record it saw; the
+// owner's watchdog (lock/lock_service.hpp) revokes the lock if that still matches the slot's
+// current sequence number. A record that changed since (released, slot reused) has a newer
+// sequence number, so a stale request never revokes someone else's lock.
+//
 // Writing is cheap (a free slot taken with one compare-and-swap, then a copy of the words up
 // to each field's NUL; no system call): it is done for every acquire. See docs/LOCKING.md for
 // the measured cost.
@@ -35,6 +41,9 @@ struct RegistryEntry {
   int pid = 0;
   long thread = 0;  // kernel thread id
   std::chrono::system_clock::time_point since;
+  // Where the record was read: what request_revoke() needs to name exactly this record.
+  int slot = -1;
+  uint64_t seq = 0;
 };
 
 struct RegistrySnapshot {
@@ -65,6 +74,16 @@ class Registry {
   void mark_held(int slot, Clock::time_point since = Clock::now()) noexcept;
   void clear(int slot) noexcept;
   uint64_t overflows() const;
+
+  // True if another process asked (request_revoke) to revoke the record now in `slot`. Only
+  // the owner calls it; one atomic load per call.
+  bool revoke_requested(int slot) const noexcept;
+
+  // Asks process `pid` to revoke the record it has in `slot`, if its sequence number is still
+  // `seq` (from RegistrySnapshot). Returns at once; the owner's watchdog revokes it within
+  // LockOptions::watchdog_interval. Errc::kReleased if the record changed or the process is gone
+  // (the lock was released meanwhile), EINVAL for a slot out of range, or an errno.
+  static std::error_code request_revoke(const std::string& dir, int pid, int slot, uint64_t seq);
 
   // Reads every live process's registry under `dir`; removes files of dead processes.
   static RegistrySnapshot read(const std::string& dir);

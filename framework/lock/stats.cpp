@@ -15,6 +15,7 @@ PrefixStatsSnapshot PrefixStats::snapshot() const {
   s.timeouts = timeouts.load(std::memory_order_relaxed);
   s.order_violations = order_violations.load(std::memory_order_relaxed);
   s.leaks = leaks.load(std::memory_order_relaxed);
+  s.revocations = revocations.load(std::memory_order_relaxed);
   s.wait = wait.snapshot();
   s.hold = hold.snapshot();
   return s;
@@ -26,6 +27,7 @@ void PrefixStatsSnapshot::add(const PrefixStatsSnapshot& other) {
   timeouts += other.timeouts;
   order_violations += other.order_violations;
   leaks += other.leaks;
+  revocations += other.revocations;
   wait.add(other.wait);
   hold.add(other.hold);
 }

@@ -1,6 +1,6 @@
 // lock/stats.hpp — lock statistics per name prefix ("bbs/board/3" counts under "bbs/board"):
-// acquisitions, contended acquisitions, timeouts, order violations, leaks, and wait-time and
-// hold-time histograms.
+// acquisitions, contended acquisitions, timeouts, order violations, leaks, revocations, and
+// wait-time and hold-time histograms.
 //
 // Histograms are util::Histogram: fixed log-scale buckets, so snapshots from several
 // processes can be summed bucket by bucket and exported to Prometheus.
@@ -39,6 +39,7 @@ struct PrefixStatsSnapshot {
   uint64_t timeouts = 0;
   uint64_t order_violations = 0;
   uint64_t leaks = 0;
+  uint64_t revocations = 0;  // held past locks.max_hold_ms or revoked by an admin
   HistogramSnapshot wait;
   HistogramSnapshot hold;
   // Adds every counter and histogram bucket of `other` (summing processes or prefixes).
@@ -56,6 +57,7 @@ struct PrefixStats {
   std::atomic<uint64_t> timeouts{0};
   std::atomic<uint64_t> order_violations{0};
   std::atomic<uint64_t> leaks{0};
+  std::atomic<uint64_t> revocations{0};
   Histogram wait;
   Histogram hold;
   PrefixStatsSnapshot snapshot() const;

@@ -1,0 +1,42 @@
+// The host statistics files are the owner's only: their events name clients and routes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "../support/file_mode.hpp"
+#include "../support/temp_dir.hpp"
+#include "admin/host_stats.hpp"
+#include "lock/lock_service.hpp"
+
+namespace kagi::apps::admin {
+namespace {
+
+using test_support::mode_of;
+
+TEST(HostStatsFileModesTest, StatsDirAndFilesAreOwnerOnly) {
+  test_support::ScopedUmask umask(022);
+  test_support::TempDir tmp;
+  lock::LockOptions options;
+  options.dir = tmp.path() + "/locks";
+  auto locks = lock::LockService::create(options);
+  RequestStats requests;
+  StatsPublisher publisher(*locks, requests, {std::chrono::milliseconds(60000), {}});
+  requests.record("GET /t", 200, std::chrono::milliseconds(1));
+  publisher.publish_now();
+
+  const std::string dir = options.dir + "/stats";
+  EXPECT_EQ(mode_of(dir), 0700);
+  int live = 0, stats = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string ext = e.path().extension();
+    live += ext == ".live";
+    stats += ext == ".stats";
+    EXPECT_EQ(mode_of(e.path()), 0600) << e.path();
+  }
+  EXPECT_EQ(live, 1);
+  EXPECT_EQ(stats, 1);
+}
+
+}  // namespace
+}  // namespace kagi::apps::admin
