@@ -192,7 +192,8 @@ Registry::Registry(std::string path, int fd, void* map, size_t map_size, size_t 
                    Clock::now().time_since_epoch()),
       fd_(fd),
       map_(map),
-      map_size_(map_size) {
+      map_size_(map_size),
+      slots_(slots) {
   in_use_words_ = (slots + 63) / 64;
   in_use_ = std::make_unique<std::atomic<uint64_t>[]>(in_use_words_);
   for (size_t w = 0; w < in_use_words_; ++w) in_use_[w].store(0, std::memory_order_relaxed);

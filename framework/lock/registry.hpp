@@ -102,6 +102,7 @@ class Registry {
   int fd_;
   void* map_;
   size_t map_size_;
+  size_t slots_;  // records in the map (revoke requests are checked against it)
   // A bit per slot, set while the slot is taken: taking one is a compare-and-swap, freeing it
   // one atomic AND (no mutex on the acquire path). Bits past the last slot stay set.
   std::unique_ptr<std::atomic<uint64_t>[]> in_use_;
