@@ -38,8 +38,9 @@ class App;
 struct FcgiOptions {
   // "" = the listening socket handed over by the process manager: fd 3 under systemd socket
   // activation (LISTEN_FDS=1 and LISTEN_PID = this process), else fd 0 (spawn-fcgi,
-  // multiwatch). "unix:/path" creates a unix socket (replacing a stale one); "host:port"
-  // (or "[v6]:port") listens on TCP.
+  // multiwatch). "unix:/path" creates a unix socket with socket_mode from the start
+  // (replacing a stale one); "host:port" (or "[v6]:port") listens on TCP — a host is
+  // required, ":port" is refused (listening on every address must be said: 0.0.0.0:port).
   std::string listen;
   int threads = 4;              // server.threads: workers serving requests at once
   unsigned socket_mode = 0660;  // server.socket_mode, for unix sockets created here
