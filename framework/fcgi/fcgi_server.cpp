@@ -182,6 +182,7 @@ class Core : public std::enable_shared_from_this<Core> {
   uint64_t next_id_ = kFirstConnId;    // guarded by mu_
   bool listening_ = false;             // guarded by mu_
   Clock::time_point accept_resume_{};  // guarded by mu_
+  uint64_t accept_failures_ = 0;       // guarded by mu_: in a row, since the last accept
   size_t in_flight_ = 0;               // guarded by mu_: connections being read, served or parked
   bool stopping_ = false;              // guarded by mu_
   bool quit_workers_ = false;          // guarded by mu_
@@ -549,13 +550,23 @@ bool Core::accept_all_locked() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      util::log_error(std::string("fcgi: accept on ") + listen_.description() + ": " +
-                      std::strerror(errno) + "; pausing accepts");
       // Out of descriptors (EMFILE/ENFILE) or similar: leave the socket disarmed for a moment
-      // instead of spinning on it; a worker re-arms it after the backoff.
+      // instead of spinning on it; a worker re-arms it after the backoff. Logged once per
+      // episode: a line every backoff would fill the disk while the cause lasts.
+      if (accept_failures_++ == 0) {
+        util::log_error(std::string("fcgi: accept on ") + listen_.description() + ": " +
+                        std::strerror(errno) + "; pausing accepts, retrying every " +
+                        std::to_string(kAcceptBackoff.count()) +
+                        " ms (raise the open-file limit: LimitNOFILE=, ulimit -n)");
+      }
       listening_ = false;
       accept_resume_ = Clock::now() + kAcceptBackoff;
       return false;
+    }
+    if (accept_failures_ > 0) {
+      util::log_info("fcgi: accepting again on " + listen_.description() + " after " +
+                     std::to_string(accept_failures_) + " failed accept(s)");
+      accept_failures_ = 0;
     }
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
