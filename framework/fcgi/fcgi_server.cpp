@@ -85,10 +85,14 @@ bool read_available(Conn& conn, size_t limit) {
   char buf[65536];
   size_t total = 0;
   while (total < limit) {
-    const ssize_t n = ::read(conn.fd(), buf, std::min(sizeof buf, limit - total));
+    const size_t want = std::min(sizeof buf, limit - total);
+    const ssize_t n = ::read(conn.fd(), buf, want);
     if (n > 0) {
       conn.reader.append(buf, static_cast<size_t>(n));
       total += static_cast<size_t>(n);
+      // A short read took all there was: no second read just to hear EAGAIN (a request
+      // costs one read). If more came meanwhile, the re-armed connection wakes a worker.
+      if (static_cast<size_t>(n) < want) return true;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
