@@ -65,8 +65,8 @@ class Conn {
   Clock::time_point deadline = Clock::time_point::max();
   // Set when a stop found a request begun in it: counted in flight from then on.
   bool counted_at_stop = false;
-  // False once the connection cannot carry another request (its body was not read to the
-  // end): closed after the response.
+  // False once the web server's client is known to be gone (the connection closed, or
+  // FCGI_ABORT_REQUEST, seen while the request was parked): closed after the response.
   bool reusable = true;
 
  private:
