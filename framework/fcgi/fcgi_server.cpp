@@ -329,10 +329,12 @@ bool Core::park_locked(std::unique_ptr<Conn>& conn) {
                      : stage == Stage::kHead ? now + options_.read_timeout
                                              : now + options_.body_timeout;
   }
-  // Bytes already buffered (a next request read along with this one) would wait for an
-  // event that never comes: EPOLLOUT fires at once on a connection that can be written.
+  // A whole record already buffered (a next request read along with this one) would wait
+  // for an event that never comes: EPOLLOUT fires at once on a connection that can be
+  // written. Only then: part of a record waits for its peer's next bytes (EPOLLIN), and
+  // EPOLLOUT would wake a worker at once, again and again.
   const uint32_t events =
-      EPOLLIN | EPOLLRDHUP | EPOLLONESHOT | (conn->reader.buffered() > 0 ? uint32_t{EPOLLOUT} : 0u);
+      EPOLLIN | EPOLLRDHUP | EPOLLONESHOT | (conn->reader.record_ready() ? uint32_t{EPOLLOUT} : 0u);
   // Into idle_ before it is armed, so the worker that gets its next event finds it; armed
   // under mu_, so a stop cannot close it in between.
   const uint64_t id = conn->id();

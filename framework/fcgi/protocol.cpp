@@ -253,6 +253,13 @@ void RequestReader::reset_request() {
   body_.clear();
 }
 
+bool RequestReader::record_ready() const {
+  std::string_view rest = unparsed();
+  if (rest.size() < kHeaderSize) return false;
+  const size_t length = (static_cast<size_t>(byte_at(rest, 4)) << 8) | byte_at(rest, 5);
+  return rest.size() >= kHeaderSize + length + byte_at(rest, 6);
+}
+
 void RequestReader::next() {
   reset_request();
   if (pos_ > 0) {

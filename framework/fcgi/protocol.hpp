@@ -95,6 +95,9 @@ class RequestReader {
   const std::string& error() const { return error_; }
   // Bytes received and not yet consumed as whole records.
   size_t buffered() const { return in_.size() - pos_; }
+  // A whole record is buffered and not yet processed: advance() has work without another
+  // byte from the peer (after next(), when the next request came along with this one).
+  bool record_ready() const;
 
  private:
   enum class Phase { kIdle, kParams, kBody, kDone };

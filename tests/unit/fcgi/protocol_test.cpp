@@ -131,6 +131,23 @@ TEST(RequestReader, NextRequestOnTheSameConnection) {
   EXPECT_FALSE(r.started());
 }
 
+TEST(RequestReader, RecordReadyOnlyForAWholeRecord) {
+  const std::string bytes = full_request(1, "one") + full_request(2, "two");
+  RequestReader r;
+  r.append(bytes.data(), bytes.size() - 1);
+  ASSERT_EQ(r.advance(), RequestReader::Status::kComplete);
+  r.next();
+  EXPECT_TRUE(r.record_ready()) << "the second request's records wait in the buffer";
+  ASSERT_EQ(r.advance(), RequestReader::Status::kNeedMore);
+  EXPECT_FALSE(r.record_ready()) << "only the cut last record is left: it needs the peer";
+  EXPECT_GT(r.buffered(), 0u);
+  RequestReader three_bytes;
+  three_bytes.append("\x01\x01\x00", 3);
+  EXPECT_EQ(three_bytes.advance(), RequestReader::Status::kNeedMore);
+  EXPECT_FALSE(three_bytes.record_ready());
+  EXPECT_TRUE(three_bytes.started());
+}
+
 TEST(RequestReader, AnsweredBeforeItsBodyEndedTheRestIsSkipped) {
   // The 408 path: the params are in, the body is still coming when kagi answers.
   const std::string bytes = full_request(1, "slow body that never ends in time");
