@@ -41,8 +41,13 @@ constexpr size_t kReadPerEvent = 256 * 1024;
 // While a request is parked, at most this much of what the web server sends next is read
 // (looking for its FCGI_ABORT_REQUEST); nginx and Apache send nothing else meanwhile.
 constexpr size_t kParkedReadLimit = 64 * 1024;
-// Where a connection is in reading its current request: which deadline applies.
-enum class Stage { kIdle, kHead, kBody };
+// Where a connection is in its exchange: which deadline applies.
+enum class Stage {
+  kIdle,   // between requests: none (the web server owns the connection's lifetime)
+  kHead,   // reading params: read_timeout from the first byte
+  kBody,   // reading the body: body_timeout from the end of the params
+  kWrite,  // the web server is not taking the response: read_timeout without progress
+};
 
 // One connection from the web server and the request being read from it.
 class Conn {
@@ -63,8 +68,12 @@ class Conn {
   Stage stage = Stage::kIdle;
   // When the current stage must be over (a stalled peer is dropped, a slow body gets 408).
   Clock::time_point deadline = Clock::time_point::max();
-  // Set when a stop found a request begun in it: counted in flight from then on.
-  bool counted_at_stop = false;
+  // Waiting in idle_ with a count in Core::in_flight_ of its own (a response being written,
+  // or a request begun when a stop came): whoever takes it from idle_ takes that count.
+  bool holds_count = false;
+  // The encoded response, while the web server takes it in pieces (Stage::kWrite).
+  std::string out;
+  size_t out_done = 0;
   // False once the web server's client is known to be gone (the connection closed, or
   // FCGI_ABORT_REQUEST, seen while the request was parked): closed after the response.
   bool reusable = true;
@@ -102,30 +111,24 @@ bool read_available(Conn& conn, size_t limit) {
   return true;
 }
 
-// Writes all of `data` to the non-blocking `fd`. A peer that takes nothing for `stall` is
-// given up on, so a web server that stops reading cannot hold the writer forever.
-bool write_all(int fd, std::string_view data, std::chrono::milliseconds stall) {
-  while (!data.empty()) {
-    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+enum class WriteStatus { kDone, kBlocked, kFailed };
+
+// Writes what it can of conn.out without blocking. `progressed`: some bytes went out.
+WriteStatus write_some(Conn& conn, bool& progressed) {
+  progressed = false;
+  while (conn.out_done < conn.out.size()) {
+    const ssize_t n = ::send(conn.fd(), conn.out.data() + conn.out_done,
+                             conn.out.size() - conn.out_done, MSG_NOSIGNAL);
     if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
+      conn.out_done += static_cast<size_t>(n);
+      progressed = true;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(stall.count()));
-      if (ready > 0 || (ready < 0 && errno == EINTR)) continue;
-      if (ready == 0) {
-        util::log_warn("fcgi: the web server read nothing of a response for " +
-                       std::to_string(stall.count()) +
-                       " ms (limits.fcgi_read_timeout_ms); closing its connection");
-      }
-      return false;
-    }
-    return false;  // the web server closed the connection: its client went away
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return WriteStatus::kBlocked;
+    return WriteStatus::kFailed;  // the web server closed the connection: its client left
   }
-  return true;
+  return WriteStatus::kDone;
 }
 
 }  // namespace
@@ -143,6 +146,9 @@ class Core : public std::enable_shared_from_this<Core> {
   void stop();
   // An exchange is over: `conn` (null: closed) is armed again for its next request.
   void finish(std::unique_ptr<Conn> conn);
+  // Writes conn->out, the response; what the web server does not take at once is written
+  // from the epoll set as it does (no thread waits on a slow reader). Then finish().
+  void write_response(std::unique_ptr<Conn> conn);
   const FcgiOptions& options() const { return options_; }
 
  private:
@@ -157,6 +163,9 @@ class Core : public std::enable_shared_from_this<Core> {
   // `conn` goes back to idle_, armed, to wait for more of its request (or its next one).
   // Needs mu_ held; false (conn left in place) when it cannot be watched.
   bool park_locked(std::unique_ptr<Conn>& conn);
+  // `conn` goes to idle_ armed for EPOLLOUT, keeping its in-flight count, until the web
+  // server takes more of its response. Needs mu_ held; false as park_locked.
+  bool park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed);
   // Takes out of idle_ the connections whose deadline passed; the caller ends them.
   std::vector<std::unique_ptr<Conn>> take_expired_locked(Clock::time_point now);
   void expire(std::unique_ptr<Conn> conn);
@@ -220,15 +229,9 @@ class Exchange : public Responder {
       sent_ = true;
       conn = std::move(conn_);
     }
-    const std::string out =
-        encode_response(conn->reader.request_id(), response_head(response), response.body);
-    // A failed write means the web server closed the connection (its client went away):
-    // the connection is closed, the process carries on.
-    const bool written = write_all(conn->fd(), out, core_->options().read_timeout);
-    const bool keep = written && conn->reusable && conn->reader.keep_conn();
-    conn->reader.next();
-    if (!keep) conn.reset();
-    core_->finish(std::move(conn));
+    conn->out = encode_response(conn->reader.request_id(), response_head(response), response.body);
+    conn->out_done = 0;
+    core_->write_response(std::move(conn));
   }
 
   // The web server closes its end when its client goes away (nginx, Apache), or sends
@@ -358,12 +361,53 @@ void Core::finish(std::unique_ptr<Conn> conn) {
     // While stopping, a connection is kept only for a request already begun in it, which
     // counts in flight until it is served or dropped.
     if (conn && (!stopping_ || conn->reader.started())) {
-      if (stopping_) conn->counted_at_stop = true;
+      conn->holds_count = stopping_;
       if (park_locked(conn) && stopping_) ++in_flight_;
     }
   }
   conn.reset();  // closes it when it was not kept
   if (stopping) done_cv_.notify_all();
+}
+
+void Core::write_response(std::unique_ptr<Conn> conn) {
+  bool progressed = false;
+  const WriteStatus status = write_some(*conn, progressed);
+  if (status == WriteStatus::kBlocked) {
+    std::lock_guard lock(mu_);
+    if (park_writing_locked(conn, progressed)) return;
+  }
+  if (status != WriteStatus::kDone) {
+    // The web server closed the connection (its client went away), or it cannot be
+    // watched: the connection is closed, the process carries on.
+    conn.reset();
+    return finish(nullptr);
+  }
+  conn->out = std::string();
+  conn->out_done = 0;
+  const bool keep = conn->reusable && conn->reader.keep_conn();
+  conn->reader.next();
+  if (!keep) conn.reset();
+  finish(std::move(conn));
+}
+
+bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
+  if (conn->stage != Stage::kWrite || progressed) {
+    conn->stage = Stage::kWrite;
+    conn->deadline = Clock::now() + options_.read_timeout;
+  }
+  // Keeps the count it was written under: a stop waits for the response to go out.
+  conn->holds_count = true;
+  const uint64_t id = conn->id();
+  const int fd = conn->fd();
+  auto [it, inserted] = idle_.emplace(id, std::move(conn));
+  if (!arm(EPOLL_CTL_MOD, fd, id, EPOLLOUT | EPOLLONESHOT)) {
+    conn = std::move(it->second);
+    idle_.erase(it);
+    conn->holds_count = false;
+    return false;
+  }
+  ++timed_;
+  return true;
 }
 
 // The stop, part one: no new connections, and idle connections closed, except those with a
@@ -391,8 +435,10 @@ void Core::close_idle_without_request() {
     const bool waiting =
         (probe[i].revents & POLLIN) != 0 && (probe[i].revents & (POLLHUP | POLLERR)) == 0;
     if (waiting || it->second->reader.started()) {
-      it->second->counted_at_stop = true;
-      ++in_flight_;
+      if (!it->second->holds_count) {
+        it->second->holds_count = true;
+        ++in_flight_;
+      }
       continue;
     }
     closing.push_back(std::move(it->second));
@@ -475,7 +521,8 @@ void Core::worker_loop() {
           conn = std::move(it->second);
           idle_.erase(it);
           if (conn->stage != Stage::kIdle) --timed_;
-          if (!conn->counted_at_stop) ++in_flight_;
+          if (!conn->holds_count) ++in_flight_;
+          conn->holds_count = false;
         }
       }
     }
@@ -499,7 +546,8 @@ std::vector<std::unique_ptr<Conn>> Core::take_expired_locked(Clock::time_point n
       continue;
     }
     --timed_;
-    if (!it->second->counted_at_stop) ++in_flight_;
+    if (!it->second->holds_count) ++in_flight_;
+    it->second->holds_count = false;
     out.push_back(std::move(it->second));
     it = idle_.erase(it);  // its pending event, if any, finds nothing and is dropped
   }
@@ -513,6 +561,13 @@ std::vector<std::unique_ptr<Conn>> Core::take_expired_locked(Clock::time_point n
 // passing the 408 on). Params incomplete: the peer stalled in the middle of a record, so
 // there is nothing to answer; the connection is dropped.
 void Core::expire(std::unique_ptr<Conn> conn) {
+  if (conn->stage == Stage::kWrite) {
+    util::log_warn("fcgi: the web server took nothing of a response for " +
+                   std::to_string(options_.read_timeout.count()) +
+                   " ms (limits.fcgi_read_timeout_ms); closing its connection");
+    conn.reset();
+    return finish(nullptr);
+  }
   if (conn->stage != Stage::kBody) {
     util::log_warn("fcgi: dropped a connection on " + listen_.description() +
                    " that sent no complete request head within " +
@@ -589,13 +644,21 @@ bool Core::accept_all_locked() {
 }
 
 void Core::on_readable(std::unique_ptr<Conn> conn) {
+  if (conn->stage == Stage::kWrite) return write_response(std::move(conn));
   const bool open = read_available(*conn, kReadPerEvent);
   const RequestReader::Status status = conn->reader.advance();
   std::string& replies = conn->reader.replies();
   if (!replies.empty()) {
-    const bool written = write_all(conn->fd(), replies, options_.read_timeout);
+    // A few dozen bytes: a peer that does not take them at once is not reading at all.
+    const bool written = ::send(conn->fd(), replies.data(), replies.size(), MSG_NOSIGNAL) ==
+                         static_cast<ssize_t>(replies.size());
     replies.clear();
-    if (!written) return finish(nullptr);
+    if (!written) {
+      util::log_warn("fcgi: closing a connection on " + listen_.description() +
+                     " that does not read the answers to its management records");
+      conn.reset();
+      return finish(nullptr);
+    }
   }
   if (status == RequestReader::Status::kError) {
     util::log_warn("fcgi: closing a connection on " + listen_.description() + ": " +

@@ -13,11 +13,16 @@
 // one — half a record header, a body streamed at a few bytes a second (Apache's
 // mod_proxy_fcgi streams bodies as they come) — ever holds a worker thread.
 //
+// Responses go the same way: what the web server does not take at once (a client that
+// stopped reading behind `fastcgi_buffering off`) is written from the epoll set as it takes
+// it; no thread waits for it.
+//
 // Deadlines, checked every 200 ms: a request's params must arrive within read_timeout of its
 // first byte (else the connection is dropped: the peer stalled mid-protocol), and its body
-// within body_timeout of the end of the params (else 408, and the connection is closed). A
-// response the web server does not read for read_timeout is given up on. Idle connections
-// between requests have no deadline: the web server owns their lifetime.
+// within body_timeout of the end of the params (else 408; the rest of that body is skipped
+// and the connection carries the next request). A response the web server takes nothing of
+// for read_timeout is given up on (the connection closed). Idle connections between
+// requests have no deadline: the web server owns their lifetime.
 //
 // A parked request (Responder::send called later, from another thread) holds its connection
 // but no worker; its client_gone() turns true when the web server closes the connection or
