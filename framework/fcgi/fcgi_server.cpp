@@ -312,10 +312,11 @@ bool Core::arm(int op, int fd, uint64_t id, uint32_t events) {
 }
 
 void Core::stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
+  // Notified under mu_: run() cannot see stopping_, return, and let the Core be destroyed
+  // while this thread is still inside notify_all (the main thread destroys the server as
+  // soon as run() returns; stop() comes from a signal-watching thread).
+  std::lock_guard lock(mu_);
+  stopping_ = true;
   stop_cv_.notify_all();
 }
 
