@@ -9,6 +9,7 @@
 // Exit codes: 0 after a clean stop (SIGTERM / SIGINT), 2 for a bad command line or config,
 // 1 when the server cannot start.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,6 +87,28 @@ Options parse_args(int argc, char** argv) {
   return options;
 }
 
+// Every connection (web server, parked long-poll, idle keep-alive) costs a descriptor, and
+// the soft limit systemd and shells give (often 1024) is far below the hard one: raise it,
+// so a busy site runs out of descriptors at the hard limit (LimitNOFILE= in
+// conf/systemd/kagi.service), not at a default nobody chose. Logged either way, so the
+// limit in force is in the log.
+void raise_open_file_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t before = lim.rlim_cur;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) lim.rlim_cur = before;
+  }
+  auto text = [](rlim_t n) {
+    return n == RLIM_INFINITY ? std::string("unlimited") : std::to_string(n);
+  };
+  std::string line = "kagi-demo: open files limit " + text(lim.rlim_cur);
+  if (lim.rlim_cur != before) line += " (raised from " + text(before) + ")";
+  if (lim.rlim_cur < 4096) line += "; low for a busy site: raise LimitNOFILE= / ulimit -Hn";
+  kagi::util::log_info(line);
+}
+
 bool fd0_is_socket() {
   struct stat st {};
   return fstat(0, &st) == 0 && S_ISSOCK(st.st_mode);
@@ -118,6 +141,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   // Request-sized blocks stay in the heap between requests (util/memory.hpp).
   kagi::util::tune_malloc_for_requests();
+  raise_open_file_limit();
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -149,6 +173,8 @@ int main(int argc, char** argv) {
       fo.socket_mode =
           static_cast<unsigned>(std::stoul(conf.get_string("server.socket_mode"), nullptr, 8));
       fo.shutdown_timeout = shutdown;
+      fo.read_timeout = std::chrono::milliseconds(conf.get_int("limits.fcgi_read_timeout_ms"));
+      fo.body_timeout = std::chrono::milliseconds(conf.get_int("limits.body_timeout_ms"));
       fcgi = std::make_unique<kagi::FcgiServer>(app, fo);
     }
     if (options.http || !fcgi) {

@@ -30,6 +30,12 @@ constexpr std::array kKeys{
             "most form fields, query parameters or cookies; more → 413"},
     KeySpec{"limits.max_field_bytes", kInt, "65536", 1, kMaxInt, "",
             "largest decoded form field value; larger → 413"},
+    KeySpec{"limits.fcgi_read_timeout_ms", kInt, "10000", 100, 600000, "",
+            "FastCGI: a request's params must arrive within this of its first byte (else the "
+            "connection is dropped); a response unread for this long is given up"},
+    KeySpec{"limits.body_timeout_ms", kInt, "30000", 100, 3600000, "",
+            "FastCGI: a request body must arrive within this of the end of its params; "
+            "slower → 408"},
     // locks
     KeySpec{"locks.backend", kString, "local", 0, 0, "local", "lock backend"},
     KeySpec{"locks.dir", kString, "var/locks", 0, 0, "",

@@ -1,6 +1,6 @@
 // fcgi/cgi_params.hpp — translation between FastCGI (CGI/1.1 meta-variables, CGI response
 // headers) and kagi's http::Request / http::Response. Pure functions: the server feeds
-// them libfcgi's envp, the unit tests feed them literals.
+// them the params fcgi/protocol.hpp read, the unit tests feed them literals.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,10 @@ namespace kagi::fcgi {
 // that are not headers (REQUEST_METHOD, HTTP_PROXY — see below — ...).
 std::string header_name(std::string_view param);
 
-// Fills method, target, headers, client_address and https of `request` from "NAME=value"
-// strings (libfcgi's envp, null-terminated). The target is REQUEST_URI (what nginx's stock
-// fastcgi_params and Apache's mod_proxy_fcgi send); without it, it is rebuilt from
-// SCRIPT_NAME + PATH_INFO + "?" QUERY_STRING. The body is left alone.
+// Fills method, target, headers, client_address and https of `request` from the request's
+// FCGI_PARAMS as "NAME=value" strings, null-terminated. The target is REQUEST_URI (what
+// nginx's stock fastcgi_params and Apache's mod_proxy_fcgi send); without it, it is rebuilt
+// from SCRIPT_NAME + PATH_INFO + "?" QUERY_STRING. The body is left alone.
 void fill_request(char** envp, http::Request& request);
 
 // CONTENT_LENGTH as a number; nullopt when absent, empty or not a decimal number.

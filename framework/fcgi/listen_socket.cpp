@@ -41,6 +41,52 @@ int handed_over_fd() {
   return 0;
 }
 
+// Binds `fd` to the unix socket `path` with `mode` from its first instant: nobody may
+// connect through a looser mode between bind and chmod. The socket is made in a private
+// folder (0700) next to `path`, given its mode there, and renamed into place — which also
+// replaces a stale socket file atomically. (A umask around bind would do it too, but the
+// umask is per process and other threads may be creating files meanwhile.)
+void bind_unix_with_mode(int fd, const std::string& path, unsigned mode) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "./" : path.substr(0, slash + 1);
+  std::string scratch = dir + ".kagi-XXXXXX";
+  const std::string scratch_socket_suffix = "/s";
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.back() == '/' ||
+      scratch.size() + scratch_socket_suffix.size() >= sizeof addr.sun_path) {
+    errno = 0;
+    fail("FastCGI: bad unix socket path '" + path + "'",
+         "give a shorter path: the socket is first made as " + scratch + scratch_socket_suffix +
+             ", which must be shorter than " + std::to_string(sizeof addr.sun_path) + " bytes");
+  }
+  if (::mkdtemp(scratch.data()) == nullptr) {
+    fail("FastCGI: cannot create a folder next to " + path,
+         "check that " + dir + " exists and is writable by kagi");
+  }
+  const std::string scratch_path = scratch + scratch_socket_suffix;
+  std::memcpy(addr.sun_path, scratch_path.c_str(), scratch_path.size() + 1);
+  auto cleanup = [&] {
+    const int saved = errno;
+    ::unlink(scratch_path.c_str());
+    ::rmdir(scratch.c_str());
+    errno = saved;
+  };
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    cleanup();
+    fail("FastCGI: cannot bind " + path);
+  }
+  if (::chmod(scratch_path.c_str(), mode) != 0) {
+    cleanup();
+    fail("FastCGI: chmod " + scratch_path);
+  }
+  if (::rename(scratch_path.c_str(), path.c_str()) != 0) {
+    cleanup();
+    fail("FastCGI: cannot move the socket into place at " + path);
+  }
+  ::rmdir(scratch.c_str());
+}
+
 }  // namespace
 
 bool split_host_port(const std::string& text, std::string& host, std::string& port) {
@@ -81,29 +127,16 @@ ListenSocket ListenSocket::open(const std::string& listen, unsigned mode, int ba
   } else if (listen.rfind("unix:", 0) == 0) {
     std::string path = listen.substr(5);
     s.description_ = listen;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.empty() || path.size() >= sizeof addr.sun_path) {
-      fail("FastCGI: bad unix socket path in '" + listen + "'",
-           "give an absolute path shorter than 108 bytes");
-    }
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
     // A socket file left by a previous run that died is replaced; anything else is kept.
     struct stat st {};
-    if (lstat(path.c_str(), &st) == 0) {
-      if (!S_ISSOCK(st.st_mode)) {
-        errno = 0;
-        fail("FastCGI: " + path + " exists and is not a socket", "remove it or pick another path");
-      }
-      ::unlink(path.c_str());
+    if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      errno = 0;
+      fail("FastCGI: " + path + " exists and is not a socket", "remove it or pick another path");
     }
     s.fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s.fd_ < 0) fail("FastCGI: socket() for " + listen);
-    if (::bind(s.fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      fail("FastCGI: cannot bind " + path, "check that the folder exists and is writable");
-    }
+    bind_unix_with_mode(s.fd_, path, mode);
     s.unlink_path_ = path;
-    if (::chmod(path.c_str(), mode) != 0) fail("FastCGI: chmod " + path);
   } else {
     std::string host, port;
     s.description_ = listen;
@@ -111,6 +144,19 @@ ListenSocket ListenSocket::open(const std::string& listen, unsigned mode, int ba
       errno = 0;
       fail("FastCGI: bad address '" + listen + "'",
            "expected unix:/path, HOST:PORT or [IPv6]:PORT");
+    }
+    if (host.empty()) {
+      // Whoever can connect to the FastCGI socket sets REMOTE_ADDR, HTTPS and every header
+      // the app sees: listening on every address must be a choice, not a default.
+      errno = 0;
+      fail("FastCGI: '" + listen +
+               "' names no address, and kagi does not listen on every "
+               "address by default",
+           "use 127.0.0.1:" + port +
+               " (or unix:PATH) for a web server on this host; to "
+               "accept FastCGI from other hosts on purpose, say 0.0.0.0:" +
+               port + " or [::]:" + port +
+               " and let only the web servers reach it (docs/DEPLOY.md)");
     }
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;

@@ -12,8 +12,10 @@ namespace kagi::fcgi {
 class ListenSocket {
  public:
   // `listen`: "" (handed-over socket, see FcgiOptions::listen), "unix:/path" or
-  // "host:port" / "[v6addr]:port". `mode` is applied to a unix socket created here. Throws
-  // std::runtime_error saying which address failed, why, and what to check.
+  // "host:port" / "[v6addr]:port". A unix socket created here has `mode` from the start
+  // (made in a private folder beside the path, then renamed into place). A TCP address must
+  // name its host: ":port" is refused (say 127.0.0.1:port, or 0.0.0.0:port on purpose).
+  // Throws std::runtime_error saying which address failed, why, and what to do.
   static ListenSocket open(const std::string& listen, unsigned mode, int backlog = 1024);
 
   ListenSocket() = default;

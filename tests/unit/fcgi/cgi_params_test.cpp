@@ -7,7 +7,7 @@
 namespace kagi::fcgi {
 namespace {
 
-// envp as libfcgi hands it over: "NAME=value" strings, null-terminated.
+// The params as the server hands them over: "NAME=value" strings, null-terminated.
 class Env {
  public:
   explicit Env(std::vector<std::string> entries) : entries_(std::move(entries)) {

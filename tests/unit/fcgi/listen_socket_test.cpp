@@ -1,6 +1,8 @@
 #include "fcgi/listen_socket.hpp"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,6 +11,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace kagi::fcgi {
 namespace {
@@ -67,6 +71,50 @@ TEST(ListenSocket, UnixSocketWithModeReplacesStaleAndUnlinks) {
   ::rmdir(dir.c_str());
 }
 
+// The socket must never exist at its path with a looser mode than asked: no bind-then-chmod
+// window in which anyone could connect. inotify reports, in order, what happened to names in
+// the folder: the path must appear by a rename (IN_MOVED_TO) of a socket that already has its
+// mode, never be created there (IN_CREATE) or have its mode changed there (IN_ATTRIB).
+TEST(ListenSocket, UnixSocketAppearsWithItsFinalMode) {
+  std::string dir = temp_dir();
+  std::string path = dir + "/k.sock";
+  int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(in, 0);
+  ASSERT_GE(inotify_add_watch(in, dir.c_str(), IN_CREATE | IN_ATTRIB | IN_MOVED_TO), 0);
+  {
+    ListenSocket s = ListenSocket::open("unix:" + path, 0600);
+    std::vector<std::string> events;
+    alignas(inotify_event) char buf[8192];
+    for (ssize_t n; (n = ::read(in, buf, sizeof buf)) > 0;) {
+      for (char* p = buf; p < buf + n;) {
+        auto* e = reinterpret_cast<inotify_event*>(p);
+        if (e->len > 0 && std::string(e->name) == "k.sock") {
+          events.push_back((e->mask & IN_CREATE)   ? "create"
+                           : (e->mask & IN_ATTRIB) ? "attrib"
+                                                   : "moved_to");
+        }
+        p += sizeof(inotify_event) + e->len;
+      }
+    }
+    EXPECT_EQ(events, std::vector<std::string>{"moved_to"})
+        << "the socket was created or chmod-ed at its final path";
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  ::close(in);
+  // Nothing left beside it: the private folder it was made in is gone.
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr);
+  std::vector<std::string> left;
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") left.push_back(e->d_name);
+  }
+  closedir(d);
+  EXPECT_TRUE(left.empty()) << left.front();
+  ::rmdir(dir.c_str());
+}
+
 TEST(ListenSocket, RefusesToReplaceARegularFile) {
   std::string dir = temp_dir();
   std::string path = dir + "/data.txt";
@@ -89,6 +137,21 @@ TEST(ListenSocket, TcpOnAnEphemeralPort) {
   ListenSocket s = ListenSocket::open("127.0.0.1:0", 0660);
   EXPECT_GE(s.fd(), 0);
   EXPECT_EQ(s.description(), "127.0.0.1:0");
+}
+
+// ":9000" used to listen on every address: whoever reaches the port sets REMOTE_ADDR and
+// HTTPS. Every address must be asked for by name.
+TEST(ListenSocket, AnAddressWithoutHostIsRefusedWithTheWayToListenEverywhere) {
+  try {
+    ListenSocket::open(":0", 0660);
+    FAIL() << "':0' accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("127.0.0.1:0"), std::string::npos) << m;
+    EXPECT_NE(m.find("0.0.0.0:0"), std::string::npos) << m;
+  }
+  ListenSocket everywhere = ListenSocket::open("0.0.0.0:0", 0660);
+  EXPECT_GE(everywhere.fd(), 0);
 }
 
 TEST(ListenSocket, BadAddressesSayWhatIsExpected) {

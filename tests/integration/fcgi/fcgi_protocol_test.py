@@ -1,0 +1,91 @@
+"""kagi's FastCGI record reader against a raw peer: what nginx and Apache never send but a
+broken or hostile peer on the socket can. Garbage closes the connection (and only it);
+FCGI_GET_VALUES is answered; params over the limit get 431; a body slower than
+limits.body_timeout_ms gets 408 and the connection carries the next request."""
+
+import os
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "frontends"))
+
+import fcgi_client  # noqa: E402
+import harness  # noqa: E402
+
+BODY_TIMEOUT_MS = 1000
+HEADER_LIMIT = 4096  # limits.max_header_bytes: params may be 2 x this + 8 KiB
+
+
+def closed_by_kagi(sock, timeout=5.0):
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except ConnectionError:
+        return True
+    except OSError:
+        return False
+
+
+def test(env, fail):
+    path = env.path("kagi.sock")
+    kagi = env.start([env.demo, "--fcgi", "unix:" + path] + env.demo_settings(
+        2, ["limits.body_timeout_ms=%d" % BODY_TIMEOUT_MS,
+            "limits.max_header_bytes=%d" % HEADER_LIMIT]), "kagi.out")
+    harness.wait_for_unix(path)
+
+    # Garbage: an HTTP request on the FastCGI socket.
+    g = socket.socket(socket.AF_UNIX)
+    g.connect(path)
+    g.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    fail.check(closed_by_kagi(g), "HTTP spoken to the FastCGI socket: connection closed")
+    g.close()
+    fail.equal(fcgi_client.Conn(path).request("GET", "/_test/echo").status, 200,
+               "others are served after it")
+
+    # FCGI_GET_VALUES (management record, request id 0).
+    c = fcgi_client.Conn(path)
+    c.sock.sendall(fcgi_client._record(9, 0, b"\x0f\x00FCGI_MPXS_CONNS"))
+    header = c._read(8)
+    _, rtype, rid, length, pad = struct.unpack("!BBHHBx", header)
+    content = c._read(length)
+    c._read(pad)
+    fail.check(rtype == 10 and rid == 0 and content == b"\x0f\x01FCGI_MPXS_CONNS0",
+               "FCGI_GET_VALUES answered: no multiplexing (%r)" % content)
+    fail.equal(c.request("GET", "/_test/echo").status, 200, "the connection then serves requests")
+
+    # Params over the limit: 431, and the connection goes on.
+    r = c.request("GET", "/_test/echo", headers={"X-Big": "v" * (3 * HEADER_LIMIT + 8192)})
+    fail.equal(r.status, 431, "params over 2 x limits.max_header_bytes + 8 KiB")
+    fail.equal(c.request("GET", "/_test/echo").status, 200, "same connection works after 431")
+
+    # A body that stops coming: 408 at the deadline; the rest of it is skipped and the
+    # connection carries the next request (Apache reuses it after the 408).
+    params = {"REQUEST_METHOD": "POST", "REQUEST_URI": "/_test/echo", "CONTENT_LENGTH": "100",
+              "CONTENT_TYPE": "application/x-www-form-urlencoded"}
+    data = fcgi_client._record(fcgi_client.BEGIN_REQUEST, 1,
+                               struct.pack("!HB5x", fcgi_client.RESPONDER, fcgi_client.KEEP_CONN))
+    data += fcgi_client._record(fcgi_client.PARAMS, 1, fcgi_client._params(params))
+    data += fcgi_client._record(fcgi_client.PARAMS, 1)
+    data += fcgi_client._record(fcgi_client.STDIN, 1, b"a=" + b"x" * 8)
+    t0 = time.monotonic()
+    c.sock.sendall(data)
+    r = c.read_response()
+    took = time.monotonic() - t0
+    fail.check(r.status == 408 and BODY_TIMEOUT_MS / 1000.0 * 0.9 <= took <= BODY_TIMEOUT_MS / 1000.0 + 2,
+               "a stalled body gets 408 at limits.body_timeout_ms (%d after %.2f s)"
+               % (r.status, took))
+    c.sock.sendall(fcgi_client._record(fcgi_client.STDIN, 1, b"y" * 90)
+                   + fcgi_client._record(fcgi_client.STDIN, 1))
+    r = c.request("GET", "/_test/echo?after=408")
+    fail.check(r.status == 200 and b"arg after=408" in r.body,
+               "the rest of that body is skipped; the next request on the connection is served")
+    c.close()
+    fail.check(kagi.poll() is None, "kagi still running")
+
+
+if __name__ == "__main__":
+    harness.main(test, "fcgi-protocol")
