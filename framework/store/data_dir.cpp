@@ -228,6 +228,11 @@ DataDir::~DataDir() { fs_.close(root_fd_); }
 Status DataDir::check_guard(std::string_view op, std::string_view path,
                             const lock::Guard& guard) const {
   if (!guard.held()) {
+    // A revoked guard says so (held past locks.max_hold_ms, or revoked from the admin page):
+    // the caller learns why its write was refused, not only that it was.
+    if (const std::error_code why = guard.verify(); why == lock::Errc::kRevoked) {
+      return Status::failed(why, op, path, "lock '" + guard.name() + "'");
+    }
     // A released guard may no longer know its name.
     return Status::failed(Errc::kNotHeld, op, path,
                           guard.name().empty()
