@@ -3,9 +3,9 @@
 //
 // The state is shared by every worker process, so it lives in the data directory under a
 // lock like any other data. One file for all clients would make every post on every board
-// queue behind one lock; instead clients are spread over kBuckets files by their tag, and a
-// post locks only its own client's bucket (lock "bbs/flood/<bucket>") together with its
-// board, as one set.
+// queue behind one lock; instead clients are spread over bucket files by their tag
+// (common/tag_buckets.hpp), and a post locks only its own client's bucket (lock
+// "bbs/flood/<bucket>") together with its board, as one set.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,6 @@
 #include "store/data_dir.hpp"
 
 namespace kagi::apps::bbs {
-
-inline constexpr int kFloodBuckets = 64;
 
 // The lock protecting `client_tag`'s flood record, and the file holding it.
 std::string flood_lock_name(std::string_view client_tag);

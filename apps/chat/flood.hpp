@@ -9,7 +9,7 @@
 //
 // The state is host-wide, like the BBS's flood control: every worker process of the host
 // must see the same buckets, or N processes would allow N times the rate. So it lives in the
-// data directory under a lock, spread over kFloodBuckets small files by client tag
+// data directory under a lock, spread over small files by client tag (common/tag_buckets.hpp)
 // ("chat/flood/<bucket>.txt", lock "chat/flood/<bucket>"), one "tag full_at_ms" line per
 // client whose bucket is not full. A say locks only its client's bucket file, and never
 // together with its room (one chat lock at a time). These functions are the pure part; the
@@ -23,8 +23,6 @@
 #include <string_view>
 
 namespace kagi::apps::chat {
-
-inline constexpr int kFloodBuckets = 64;
 
 struct SayLimit {
   int64_t per_minute = 30;  // chat.say_per_minute; 0: no limit (the caller does not ask)

@@ -99,7 +99,7 @@ TEST(SayFlood, TagsAreStableHexKeyedAndSpreadOverTheBuckets) {
   std::set<std::string> buckets;
   for (int i = 0; i < 1000; ++i)
     buckets.insert(flood_path(client_tag("10.0.0." + std::to_string(i))));
-  EXPECT_GT(buckets.size(), 50u);  // of kFloodBuckets = 64
+  EXPECT_GT(buckets.size(), 50u);  // of kTagBuckets = 64
   for (const auto& b : buckets) EXPECT_TRUE(b.starts_with("chat/flood/")) << b;
 }
 
