@@ -2,21 +2,18 @@
 // violations and revocations, each with the request that caused it (id, method, path, client), for
 // the admin page's "recent events" table.
 //
-// Recorded only on those slow paths (never on a successful acquire or release), into a small
-// bounded ring under a mutex: the oldest event is dropped when the ring is full, so a storm of
-// timeouts costs constant memory. The stats counters (lock/stats.hpp) keep the totals.
+// Recorded only on those slow paths (never on a successful acquire or release), into a bounded
+// ring (util/recent_ring.hpp). The stats counters (lock/stats.hpp) keep the totals.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "lock/mode.hpp"
 #include "lock/options.hpp"
+#include "util/recent_ring.hpp"
 
 namespace kagi::lock {
 
@@ -34,30 +31,16 @@ struct LockEvent {
   std::string detail;         // e.g. "waited 3000 ms", "taken while holding 'b/2'"
 };
 
-// Thread-safe.
-class EventLog {
+// Thread-safe; the capacity is 64 events by default.
+class EventLog : public util::RecentRing<LockEvent> {
  public:
-  explicit EventLog(size_t capacity = 64) : capacity_(capacity) {}
-  EventLog(const EventLog&) = delete;
-  EventLog& operator=(const EventLog&) = delete;
+  explicit EventLog(size_t capacity = 64) : RecentRing(capacity) {}
 
-  // Adds `event` (its time is set if left at the epoch). Never throws: an event that cannot
-  // be stored (out of memory) is counted but dropped.
-  void record(LockEvent event) noexcept;
-  // The same, stamped now; the event is built inside, so a failed allocation drops it instead
-  // of escaping from the noexcept paths of the lock context.
+  using RecentRing::record;
+  // Records an event stamped now; the event is built inside, so a failed allocation drops it
+  // (counted) instead of escaping from the noexcept paths of the lock context.
   void record(EventKind kind, std::string_view name, Mode mode, const HolderInfo& who,
               std::string_view detail) noexcept;
-  // The events still in the ring, newest first.
-  std::vector<LockEvent> recent() const;
-  // Every event ever recorded, including those the ring has dropped.
-  uint64_t recorded() const;
-
- private:
-  const size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<LockEvent> ring_;  // guarded by mu_; newest at the front
-  uint64_t recorded_ = 0;       // guarded by mu_
 };
 
 }  // namespace kagi::lock

@@ -14,10 +14,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <string>
-#include <vector>
+
+#include "util/recent_ring.hpp"
 
 namespace kagi::store {
 
@@ -28,25 +27,10 @@ struct DamageEvent {
   uint64_t length = 0;  // its bytes (skipped; the records after it are kept)
 };
 
-// Thread-safe.
-class DamageLog {
+// Thread-safe; the capacity is 32 spans.
+class DamageLog : public util::RecentRing<DamageEvent> {
  public:
-  explicit DamageLog(size_t capacity = 32) : capacity_(capacity) {}
-  DamageLog(const DamageLog&) = delete;
-  DamageLog& operator=(const DamageLog&) = delete;
-
-  // Never throws: an event that cannot be stored (out of memory) is counted but dropped.
-  void record(DamageEvent event) noexcept;
-  // Newest first.
-  std::vector<DamageEvent> recent() const;
-  // Every span ever recorded, including those the ring has dropped.
-  uint64_t recorded() const;
-
- private:
-  const size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<DamageEvent> ring_;  // guarded by mu_; newest at the front
-  uint64_t recorded_ = 0;         // guarded by mu_
+  explicit DamageLog(size_t capacity = 32) : RecentRing(capacity) {}
 };
 
 // This process's damage reports.
