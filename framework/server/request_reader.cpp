@@ -49,6 +49,7 @@ void RequestReader::next() {
   parser_->body_limit(limits_.max_body_bytes);
   status_ = Status::kNeedMore;
   header_reported_ = false;
+  headers_ = http::Headers();
   error_status_ = 0;
   error_message_.clear();
 }
@@ -114,9 +115,15 @@ RequestReader::Status RequestReader::parse() {
     beast::error_code ec;
     const size_t used = parser_->put(data, ec);
     // Beast takes a header block in one put(), from its first byte: `used` bytes are it.
-    if (!had_header && parser_->is_header_done() &&
-        !check_header({static_cast<const char*>(data.data()), used})) {
-      return status_;
+    if (!had_header && parser_->is_header_done()) {
+      if (!check_header({static_cast<const char*>(data.data()), used})) return status_;
+      // The header block's fields, taken now: Beast adds a chunked body's trailer fields to
+      // the same list later (next to fields of the same name), after these checks ran, so a
+      // trailer could add a second Host, a Cookie or a CSRF token. Trailers are dropped (RFC
+      // 9110 lets a recipient discard them).
+      for (const auto& field : parser_->get()) {
+        headers_.add(std::string(field.name_string()), std::string(field.value()));
+      }
     }
     buffer_.consume(used);
     if (ec == bhttp::error::need_more) break;
@@ -166,9 +173,8 @@ http::Request RequestReader::take() {
   http::Request request;
   request.method = std::string(req.method_string());
   request.target = std::string(req.target());
-  for (const auto& field : req) {
-    request.headers.add(std::string(field.name_string()), std::string(field.value()));
-  }
+  request.headers = std::move(headers_);  // the header block's fields only (see parse())
+  headers_ = http::Headers();
   request.body = std::move(req.body());
   return request;
 }

@@ -98,6 +98,7 @@ class RequestReader {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   Status status_ = Status::kNeedMore;
   bool header_reported_ = false;
+  http::Headers headers_;  // the header block's fields (trailer fields never join them)
   int error_status_ = 0;
   std::string error_message_;
 };

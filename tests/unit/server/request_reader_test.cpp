@@ -82,6 +82,27 @@ TEST(RequestReader, LastChunkAloneInPieces) {
   }
 }
 
+TEST(RequestReader, TrailerFieldsNeverBecomeHeaders) {
+  // Found by fuzz_request: Beast adds a chunked body's trailer fields to the header, after
+  // the header checks ran, so a trailer could add a second Host, a Cookie or a CSRF
+  // token. They are dropped (RFC 9110 lets a recipient discard trailers).
+  RequestReader r(kLimits);
+  EXPECT_EQ(feed_all(r,
+                     "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "3\r\nabc\r\n0\r\nHost: evil\r\nCookie: kagi_csrf=planted\r\n"
+                     "X-CSRF-Token: planted\r\n\r\n",
+                     7),
+            Status::kDone);
+  const kagi::http::Request req = r.take();
+  EXPECT_EQ(req.body, "abc");
+  EXPECT_EQ(req.headers.get("Host").value_or(""), "x");
+  EXPECT_FALSE(req.headers.has("Cookie"));
+  EXPECT_FALSE(req.headers.has("X-CSRF-Token"));
+  size_t hosts = 0;
+  for (const auto& [name, value] : req.headers.items()) hosts += name == "Host" ? 1 : 0;
+  EXPECT_EQ(hosts, 1u);
+}
+
 TEST(RequestReader, PipelinedRequestsStayBuffered) {
   RequestReader r(kLimits);
   r.feed("GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\nGET /3");
