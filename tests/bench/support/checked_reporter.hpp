@@ -17,8 +17,9 @@ namespace kagi::bench {
 class CheckedReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
+    // Every run counts, aggregates too: with --benchmark_report_aggregates_only the
+    // reporter sees only the aggregates of repeated benchmarks.
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration) continue;
       ++runs_;
       if (r.error_occurred) {
         ++errors_;
