@@ -242,9 +242,7 @@ Context::Context(App& app, lock::LockContext& lock_context, std::string request_
       csrf_token_(std::move(csrf_token)) {}
 
 bool Context::csrf_proven(const http::Request& request) const {
-  std::string_view submitted = request.headers.get(csrf::kHeader).value_or("");
-  if (submitted.empty()) submitted = request.form.fields.get(csrf::kField).value_or("");
-  return !submitted.empty() && util::constant_time_equal(submitted, csrf_token_);
+  return app_.csrf_.verify(request, info_ != nullptr && info_->secure);
 }
 
 Response Context::render(std::string_view name, view::Dict& dict, int status) const {

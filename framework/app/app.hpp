@@ -77,7 +77,7 @@ class App {
   void shutdown();
 
  private:
-  friend class Context;  // Context::defer() reads settings_
+  friend class Context;  // Context::defer() reads settings_, csrf_proven() csrf_
   std::mutex shutdown_mu_;
   std::vector<std::function<void()>> shutdown_hooks_;  // guarded by shutdown_mu_
   Config conf_;

@@ -76,8 +76,7 @@ class Context {
   // True when the request submits (field _csrf or header X-CSRF-Token) this client's signed
   // token: proof that it came from one of the site's own pages. The pipeline checks it on
   // every unsafe method; a GET whose side effect must not be forgeable (the chat's presence)
-  // asks here. A client without a valid cookie was just given a fresh token, which it cannot
-  // have submitted, so this is false for it.
+  // asks here (the same check as the pipeline's: csrf::Tokens::verify).
   bool csrf_proven(const http::Request& request) const;
 
   // Renders templates/<name> with `dict` (auto-escaped) into an HTML response. The CSRF
