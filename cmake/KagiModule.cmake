@@ -26,14 +26,15 @@ function(kagi_target_options target)
 endfunction()
 
 # kagi_module(NAME DEPS dep...): a static library kagi_NAME from every .cpp in this folder
-# (and its detail/ subfolder). Public headers are included as "kagi/<module>/x.hpp" through
-# the framework include root.
+# (and its detail/ subfolder). Headers are included as <kagi/<module>/x.hpp>: from the source
+# tree while building, from the install prefix's include/ once installed.
 function(kagi_module name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp
        ${CMAKE_CURRENT_SOURCE_DIR}/detail/*.cpp)
   add_library(kagi_${name} STATIC ${sources})
-  target_include_directories(kagi_${name} PUBLIC ${KAGI_INCLUDE_ROOT})
+  target_include_directories(kagi_${name} PUBLIC $<BUILD_INTERFACE:${KAGI_INCLUDE_ROOT}>
+                                                $<INSTALL_INTERFACE:include>)
   target_link_libraries(kagi_${name} PUBLIC ${ARG_DEPS})
   set_target_properties(kagi_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   kagi_target_options(kagi_${name})

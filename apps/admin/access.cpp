@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/http_error.hpp"
-#include "http/headers.hpp"
-#include "util/password.hpp"
-#include "util/random.hpp"
+#include <kagi/app/http_error.hpp>
+#include <kagi/http/headers.hpp>
+#include <kagi/util/password.hpp>
+#include <kagi/util/random.hpp>
 
 namespace kagi::apps::admin {
 namespace {

@@ -3,14 +3,14 @@
 #include <charconv>
 #include <memory>
 
+#include <kagi/app/http_error.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/lock/registry.hpp>
+#include <kagi/store/damage.hpp>
+#include <kagi/view/views.hpp>
 #include "admin/access.hpp"
 #include "admin/host_stats.hpp"
 #include "admin/status.hpp"
-#include "app/http_error.hpp"
-#include "lock/lock_service.hpp"
-#include "lock/registry.hpp"
-#include "store/damage.hpp"
-#include "view/views.hpp"
 
 namespace kagi::apps {
 namespace {

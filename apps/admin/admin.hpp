@@ -7,7 +7,7 @@
 //   kagi::apps::mount_admin(app);   // no routes at all when admin.htpasswd is empty
 #pragma once
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 namespace kagi::apps {
 

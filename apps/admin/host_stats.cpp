@@ -13,8 +13,8 @@
 #include <sstream>
 #include <system_error>
 
-#include "lock/lock_service.hpp"
-#include "store/damage.hpp"
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/damage.hpp>
 
 namespace kagi::apps::admin {
 namespace {

@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "app/request_stats.hpp"
-#include "lock/stats.hpp"
+#include <kagi/app/request_stats.hpp>
+#include <kagi/lock/stats.hpp>
 
 namespace kagi::lock {
 class LockService;

@@ -8,9 +8,9 @@
 #include <ctime>
 #include <map>
 
-#include "lock/mode.hpp"
-#include "util/json.hpp"
-#include "view/views.hpp"
+#include <kagi/lock/mode.hpp>
+#include <kagi/util/json.hpp>
+#include <kagi/view/views.hpp>
 
 namespace kagi::apps::admin {
 namespace {

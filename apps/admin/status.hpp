@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <kagi/lock/registry.hpp>
 #include "admin/host_stats.hpp"
-#include "lock/registry.hpp"
 
 namespace kagi::view {
 class Dict;

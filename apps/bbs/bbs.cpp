@@ -15,17 +15,17 @@
 
 #include <memory>
 
-#include "app/http_error.hpp"
+#include <kagi/app/http_error.hpp>
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/util/json.hpp>
+#include <kagi/util/password.hpp>
+#include <kagi/view/views.hpp>
 #include "bbs/board.hpp"
 #include "bbs/flood.hpp"
 #include "bbs/input.hpp"
 #include "bbs/text.hpp"
 #include "bbs/throttle.hpp"
 #include "common/args.hpp"
-#include "lock/lock_context.hpp"
-#include "util/json.hpp"
-#include "util/password.hpp"
-#include "view/views.hpp"
 
 namespace kagi::apps {
 namespace {

@@ -9,7 +9,7 @@
 // Read bbs.cpp top to bottom: every handler shows the lock → read → modify → write order.
 #pragma once
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 namespace kagi::apps {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "lock/guard.hpp"
-#include "store/data_dir.hpp"
+#include <kagi/lock/guard.hpp>
+#include <kagi/store/data_dir.hpp>
 
 namespace kagi::apps::bbs {
 

@@ -1,7 +1,7 @@
 #include "bbs/input.hpp"
 
+#include <kagi/util/utf8.hpp>
 #include "bbs/text.hpp"
-#include "util/utf8.hpp"
 
 namespace kagi::apps::bbs {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "config/config.hpp"
-#include "http/request.hpp"
-#include "util/secret.hpp"
+#include <kagi/config/config.hpp>
+#include <kagi/http/request.hpp>
+#include <kagi/util/secret.hpp>
 
 namespace kagi::apps::bbs {
 

@@ -29,8 +29,16 @@
 #include <ctime>
 #include <memory>
 
-#include "app/csrf.hpp"
-#include "app/http_error.hpp"
+#include <kagi/app/csrf.hpp>
+#include <kagi/app/http_error.hpp>
+#include <kagi/http/form.hpp>
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/data_dir.hpp>
+#include <kagi/util/json.hpp>
+#include <kagi/util/log.hpp>
+#include <kagi/util/utf8.hpp>
+#include <kagi/view/views.hpp>
 #include "chat/flood.hpp"
 #include "chat/json_body.hpp"
 #include "chat/parking.hpp"
@@ -38,14 +46,6 @@
 #include "chat/room.hpp"
 #include "chat/watcher.hpp"
 #include "common/args.hpp"
-#include "http/form.hpp"
-#include "lock/lock_context.hpp"
-#include "lock/lock_service.hpp"
-#include "store/data_dir.hpp"
-#include "util/json.hpp"
-#include "util/log.hpp"
-#include "util/utf8.hpp"
-#include "view/views.hpp"
 
 namespace kagi::apps {
 namespace {

@@ -21,7 +21,7 @@
 // nothing. docs/CHAT.md explains the design.
 #pragma once
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 namespace kagi::apps {
 

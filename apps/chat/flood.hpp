@@ -16,7 +16,7 @@
 // handler reads and commits the file (chat.cpp).
 #pragma once
 
-#include "util/secret.hpp"
+#include <kagi/util/secret.hpp>
 
 #include <cstdint>
 #include <string>

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include <kagi/util/json.hpp>
 #include "common/fields.hpp"
-#include "util/json.hpp"
 
 namespace kagi::apps::chat {
 namespace {

@@ -15,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include <kagi/lock/guard.hpp>
+#include <kagi/store/data_dir.hpp>
 #include "chat/message.hpp"
 #include "common/numbered_log.hpp"
-#include "lock/guard.hpp"
-#include "store/data_dir.hpp"
 
 namespace kagi::apps::chat {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <set>
 
-#include "util/log.hpp"
+#include <kagi/util/log.hpp>
 
 namespace kagi::apps::chat {
 namespace {

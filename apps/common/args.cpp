@@ -3,7 +3,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "app/http_error.hpp"
+#include <kagi/app/http_error.hpp>
 #include "common/fields.hpp"
 
 namespace kagi::apps {

@@ -31,9 +31,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <kagi/lock/guard.hpp>
+#include <kagi/store/data_dir.hpp>
 #include "common/fields.hpp"
-#include "lock/guard.hpp"
-#include "store/data_dir.hpp"
 
 namespace kagi::apps {
 

@@ -1,7 +1,7 @@
 #include "demo/home.hpp"
 
-#include "app/static_files.hpp"
-#include "view/views.hpp"
+#include <kagi/app/static_files.hpp>
+#include <kagi/view/views.hpp>
 
 namespace kagi::apps {
 

@@ -1,7 +1,7 @@
 // apps/demo/home.hpp — the demo's front page: links to the mounted apps.
 #pragma once
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 namespace kagi::apps {
 

@@ -21,13 +21,13 @@
 #include <thread>
 #include <vector>
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
+#include <kagi/fcgi/fcgi_server.hpp>
+#include <kagi/server/http_server.hpp>
+#include <kagi/util/log.hpp>
+#include <kagi/util/memory.hpp>
 #include "demo/home.hpp"
-#include "fcgi/fcgi_server.hpp"
-#include "server/http_server.hpp"
 #include "testing/test_routes.hpp"
-#include "util/log.hpp"
-#include "util/memory.hpp"
 #ifdef KAGI_HAVE_APP_bbs
 #include "bbs/bbs.hpp"
 #endif

@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "lock/lock_context.hpp"
-#include "store/data_dir.hpp"
-#include "store/detail/log_format.hpp"
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/store/data_dir.hpp>
+#include <kagi/store/detail/log_format.hpp>
 
 namespace kagi::apps::fsck {
 

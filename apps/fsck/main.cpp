@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include <kagi/config/config.hpp>
+#include <kagi/lock/errors.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/data_dir.hpp>
 #include "fsck/fsck.hpp"
-#include "lock/errors.hpp"
-#include "lock/lock_service.hpp"
-#include "store/data_dir.hpp"
 
 namespace {
 

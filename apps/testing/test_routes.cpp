@@ -5,9 +5,9 @@
 #include <charconv>
 #include <thread>
 
-#include "app/http_error.hpp"
-#include "lock/lock_context.hpp"
-#include "store/data_dir.hpp"
+#include <kagi/app/http_error.hpp>
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/store/data_dir.hpp>
 
 namespace kagi::apps {
 namespace {

@@ -14,7 +14,7 @@
 //   GET      /_test/data?name=X     what the file X protects holds (read under X shared)
 #pragma once
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 namespace kagi::apps {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <kagi/config/config.hpp>
 #include "admin/status.hpp"
-#include "config/config.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <set>
 #include <string>
 
-#include "lock/lock_service.hpp"
+#include <kagi/lock/lock_service.hpp>
 #include "support/checked_reporter.hpp"
 
 namespace {

@@ -16,11 +16,11 @@
 #include <filesystem>
 #include <string>
 
-#include "lock/lock_context.hpp"
-#include "lock/lock_service.hpp"
-#include "store/data_dir.hpp"
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/data_dir.hpp>
+#include <kagi/util/log.hpp>
 #include "support/checked_reporter.hpp"
-#include "util/log.hpp"
 
 namespace {
 

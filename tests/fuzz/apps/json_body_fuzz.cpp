@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
+#include <kagi/util/utf8.hpp>
 #include "chat/json_body.hpp"
 #include "fuzz_check.hpp"
-#include "util/utf8.hpp"
 
 namespace {
 

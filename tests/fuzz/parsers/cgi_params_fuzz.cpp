@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fcgi/cgi_params.hpp"
+#include <kagi/fcgi/cgi_params.hpp>
 #include "fuzz_check.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fcgi/protocol.hpp"
+#include <kagi/fcgi/protocol.hpp>
 #include "fuzz_check.hpp"
 
 using kagi::fcgi::ReaderLimits;

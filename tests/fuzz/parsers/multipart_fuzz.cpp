@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include <kagi/http/form.hpp>
 #include "fuzz_check.hpp"
-#include "http/form.hpp"
 
 using kagi::http::FilePart;
 using kagi::http::Form;

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <kagi/http/form.hpp>
 #include "fuzz_check.hpp"
-#include "http/form.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <kagi/server/request_reader.hpp>
 #include "fuzz_check.hpp"
-#include "server/request_reader.hpp"
 
 using kagi::server::ReaderLimits;
 using kagi::server::RequestReader;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <kagi/http/form.hpp>
 #include "fuzz_check.hpp"
-#include "http/form.hpp"
 
 using kagi::http::FormLimits;
 using kagi::http::Params;

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <kagi/util/utf8.hpp>
 #include "fuzz_check.hpp"
-#include "util/utf8.hpp"
 
 namespace {
 

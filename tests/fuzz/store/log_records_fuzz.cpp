@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include <kagi/store/detail/log_format.hpp>
 #include "../parsers/fuzz_check.hpp"
-#include "store/detail/log_format.hpp"
 
 namespace {
 

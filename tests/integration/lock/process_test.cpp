@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_service.hpp"
+#include <kagi/lock/lock_service.hpp>
 
 namespace kagi::lock {
 namespace {

@@ -30,11 +30,11 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_context.hpp"
-#include "lock/lock_service.hpp"
-#include "store/data_dir.hpp"
-#include "store/detail/crc32c.hpp"
-#include "util/log.hpp"
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/data_dir.hpp>
+#include <kagi/store/detail/crc32c.hpp>
+#include <kagi/util/log.hpp>
 
 namespace kagi::store {
 namespace {

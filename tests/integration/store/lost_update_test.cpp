@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_context.hpp"
-#include "lock/lock_service.hpp"
-#include "store/data_dir.hpp"
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/data_dir.hpp>
 
 namespace kagi::store {
 namespace {

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include <kagi/app/http_error.hpp>
+#include <kagi/util/password.hpp>
 #include "../support/temp_dir.hpp"
-#include "app/http_error.hpp"
-#include "util/password.hpp"
 
 namespace kagi::apps::admin {
 namespace {

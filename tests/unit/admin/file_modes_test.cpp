@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <string>
 
+#include <kagi/lock/lock_service.hpp>
 #include "../support/file_mode.hpp"
 #include "../support/temp_dir.hpp"
 #include "admin/host_stats.hpp"
-#include "lock/lock_service.hpp"
 
 namespace kagi::apps::admin {
 namespace {

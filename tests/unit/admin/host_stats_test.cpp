@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/damage.hpp>
 #include "../support/temp_dir.hpp"
-#include "lock/lock_service.hpp"
-#include "store/damage.hpp"
 
 namespace kagi::apps::admin {
 namespace {

@@ -1,4 +1,4 @@
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <future>
 #include <thread>
 
-#include "app/http_error.hpp"
-#include "lock/lock_context.hpp"
+#include <kagi/app/http_error.hpp>
+#include <kagi/lock/lock_context.hpp>
 
 namespace kagi {
 namespace {

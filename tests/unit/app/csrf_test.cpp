@@ -1,4 +1,4 @@
-#include "app/csrf.hpp"
+#include <kagi/app/csrf.hpp>
 
 #include <gtest/gtest.h>
 

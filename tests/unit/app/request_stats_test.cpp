@@ -1,4 +1,4 @@
-#include "app/request_stats.hpp"
+#include <kagi/app/request_stats.hpp>
 
 #include <gtest/gtest.h>
 

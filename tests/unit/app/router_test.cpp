@@ -1,4 +1,4 @@
-#include "app/router.hpp"
+#include <kagi/app/router.hpp>
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "app/app.hpp"
+#include <kagi/app/app.hpp>
 
 namespace kagi::apps {
 namespace {

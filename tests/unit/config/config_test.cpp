@@ -1,4 +1,4 @@
-#include "config/config.hpp"
+#include <kagi/config/config.hpp>
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "config/schema.hpp"
+#include <kagi/config/schema.hpp>
 
 namespace kagi {
 namespace {

@@ -1,4 +1,4 @@
-#include "fcgi/cgi_params.hpp"
+#include <kagi/fcgi/cgi_params.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "fcgi/listen_socket.hpp"
+#include <kagi/fcgi/listen_socket.hpp>
 
 #include <dirent.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "fcgi/protocol.hpp"
+#include <kagi/fcgi/protocol.hpp>
 
 #include <gtest/gtest.h>
 

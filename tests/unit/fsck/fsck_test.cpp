@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
 #include "../support/temp_dir.hpp"
 #include "bbs/board.hpp"
 #include "chat/room.hpp"
-#include "lock/lock_context.hpp"
-#include "lock/lock_service.hpp"
 
 namespace kagi::apps::fsck {
 namespace {

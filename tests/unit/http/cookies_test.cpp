@@ -1,5 +1,5 @@
-// parse_cookies (framework/http/cookies.cpp).
-#include "http/form.hpp"
+// parse_cookies (framework/kagi/http/cookies.cpp).
+#include <kagi/http/form.hpp>
 
 #include <gtest/gtest.h>
 

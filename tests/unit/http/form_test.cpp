@@ -1,5 +1,5 @@
-// parse_urlencoded, describe and http_status (framework/http/form.cpp).
-#include "http/form.hpp"
+// parse_urlencoded, describe and http_status (framework/kagi/http/form.cpp).
+#include <kagi/http/form.hpp>
 
 #include <gtest/gtest.h>
 

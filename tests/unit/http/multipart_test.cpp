@@ -1,5 +1,5 @@
-// multipart_boundary and parse_multipart (framework/http/multipart.cpp).
-#include "http/form.hpp"
+// multipart_boundary and parse_multipart (framework/kagi/http/multipart.cpp).
+#include <kagi/http/form.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// percent_decode / percent_encode (framework/http/percent.cpp).
-#include "http/form.hpp"
+// percent_decode / percent_encode (framework/kagi/http/percent.cpp).
+#include <kagi/http/form.hpp>
 
 #include <gtest/gtest.h>
 

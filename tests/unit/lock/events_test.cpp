@@ -1,8 +1,8 @@
-#include "lock/events.hpp"
+#include <kagi/lock/events.hpp>
 
 #include <gtest/gtest.h>
 
-#include "lock/errors.hpp"
+#include <kagi/lock/errors.hpp>
 #include "service_fixture.hpp"
 
 namespace kagi::lock {

@@ -1,4 +1,4 @@
-#include "lock/file_lock.hpp"
+#include <kagi/lock/file_lock.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include <kagi/lock/names.hpp>
+#include <kagi/lock/table.hpp>
 #include "../support/temp_dir.hpp"
-#include "lock/names.hpp"
-#include "lock/table.hpp"
 
 namespace kagi::lock {
 namespace {

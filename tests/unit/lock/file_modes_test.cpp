@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <string>
 
+#include <kagi/lock/lock_service.hpp>
 #include "../support/file_mode.hpp"
 #include "../support/temp_dir.hpp"
-#include "lock/lock_service.hpp"
 
 namespace kagi::lock {
 namespace {

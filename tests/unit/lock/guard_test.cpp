@@ -1,4 +1,4 @@
-#include "lock/guard.hpp"
+#include <kagi/lock/guard.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "lock/lock_context.hpp"
+#include <kagi/lock/lock_context.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "lock/lock_service.hpp"
+#include <kagi/lock/lock_service.hpp>
 
 #include <gtest/gtest.h>
 #include <unistd.h>

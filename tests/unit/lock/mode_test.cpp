@@ -1,4 +1,4 @@
-#include "lock/mode.hpp"
+#include <kagi/lock/mode.hpp>
 
 #include <gtest/gtest.h>
 

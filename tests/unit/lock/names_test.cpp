@@ -1,11 +1,11 @@
-#include "lock/names.hpp"
+#include <kagi/lock/names.hpp>
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "lock/mode.hpp"
+#include <kagi/lock/mode.hpp>
 
 namespace kagi::lock {
 namespace {

@@ -1,4 +1,4 @@
-#include "lock/registry.hpp"
+#include <kagi/lock/registry.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

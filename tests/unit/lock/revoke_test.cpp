@@ -13,9 +13,9 @@
 #include <optional>
 #include <thread>
 
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/lock/names.hpp>
 #include "../support/temp_dir.hpp"
-#include "lock/lock_service.hpp"
-#include "lock/names.hpp"
 
 namespace kagi::lock {
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include <kagi/lock/lock_service.hpp>
 #include "../support/temp_dir.hpp"
-#include "lock/lock_service.hpp"
 
 namespace kagi::lock::testing {
 

@@ -1,4 +1,4 @@
-#include "lock/stats.hpp"
+#include <kagi/lock/stats.hpp>
 
 #include <gtest/gtest.h>
 

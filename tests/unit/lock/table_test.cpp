@@ -1,4 +1,4 @@
-#include "lock/table.hpp"
+#include <kagi/lock/table.hpp>
 
 #include <gtest/gtest.h>
 #include <malloc.h>

@@ -1,5 +1,5 @@
-// RequestReader (framework/server/request_reader.cpp): bytes → requests, bounded.
-#include "server/request_reader.hpp"
+// RequestReader (framework/kagi/server/request_reader.cpp): bytes → requests, bounded.
+#include <kagi/server/request_reader.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "store/detail/crc32c.hpp"
+#include <kagi/store/detail/crc32c.hpp>
 
 #include <gtest/gtest.h>
 

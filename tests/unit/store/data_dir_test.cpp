@@ -1,4 +1,4 @@
-#include "store/data_dir.hpp"
+#include <kagi/store/data_dir.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "lock/lock_context.hpp"
-#include "lock/lock_service.hpp"
-#include "store/damage.hpp"
-#include "store/fault_fs.hpp"
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/damage.hpp>
+#include <kagi/store/fault_fs.hpp>
 
 namespace kagi::store {
 namespace {

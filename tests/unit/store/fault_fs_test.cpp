@@ -1,4 +1,4 @@
-#include "store/fault_fs.hpp"
+#include <kagi/store/fault_fs.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

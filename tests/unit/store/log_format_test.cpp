@@ -1,4 +1,4 @@
-#include "store/detail/log_format.hpp"
+#include <kagi/store/detail/log_format.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "store/path.hpp"
+#include <kagi/store/path.hpp>
 
 #include <gtest/gtest.h>
 

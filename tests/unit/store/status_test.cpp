@@ -1,4 +1,4 @@
-#include "store/status.hpp"
+#include <kagi/store/status.hpp>
 
 #include <gtest/gtest.h>
 

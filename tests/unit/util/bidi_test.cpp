@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "util/utf8.hpp"
+#include <kagi/util/utf8.hpp>
 
 namespace kagi::util {
 namespace {

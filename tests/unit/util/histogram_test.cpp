@@ -1,4 +1,4 @@
-#include "util/histogram.hpp"
+#include <kagi/util/histogram.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "util/json.hpp"
+#include <kagi/util/json.hpp>
 
 #include <gtest/gtest.h>
 

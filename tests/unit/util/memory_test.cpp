@@ -1,4 +1,4 @@
-#include "util/memory.hpp"
+#include <kagi/util/memory.hpp>
 
 #include <gtest/gtest.h>
 #include <malloc.h>

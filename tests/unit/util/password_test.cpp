@@ -1,4 +1,4 @@
-#include "util/password.hpp"
+#include <kagi/util/password.hpp>
 
 #include <gtest/gtest.h>
 

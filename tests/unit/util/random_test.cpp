@@ -1,4 +1,4 @@
-#include "util/random.hpp"
+#include <kagi/util/random.hpp>
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "util/process.hpp"
+#include <kagi/util/process.hpp>
 
 namespace kagi::util {
 namespace {

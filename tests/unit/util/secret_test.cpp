@@ -1,4 +1,4 @@
-#include "util/secret.hpp"
+#include <kagi/util/secret.hpp>
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "util/sha256.hpp"
+#include <kagi/util/sha256.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// valid_utf8 and strip_control_chars (framework/util/utf8.cpp).
-#include "util/utf8.hpp"
+// valid_utf8 and strip_control_chars (framework/kagi/util/utf8.cpp).
+#include <kagi/util/utf8.hpp>
 
 #include <gtest/gtest.h>
 

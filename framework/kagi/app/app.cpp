@@ -1,0 +1,264 @@
+#include <kagi/app/app.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include <kagi/app/csrf.hpp>
+#include <kagi/app/http_error.hpp>
+#include <kagi/app/pipeline.hpp>
+#include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/store/data_dir.hpp>
+#include <kagi/util/log.hpp>
+#include <kagi/util/random.hpp>
+#include <kagi/view/views.hpp>
+
+namespace kagi {
+
+// A parked request: everything needed to finish it later, from any thread.
+struct Deferred::State {
+  const pipeline::Settings* settings = nullptr;
+  std::shared_ptr<Responder> out;
+  pipeline::FinishInfo info;
+  std::atomic<bool> done{false};
+};
+
+bool Deferred::complete(Response response) const {
+  if (!state_ || state_->done.exchange(true)) return false;
+  pipeline::finish(response, state_->info, *state_->settings);
+  state_->out->send(std::move(response));
+  return true;
+}
+
+bool Deferred::completed() const { return state_ && state_->done.load(); }
+bool Deferred::client_gone() const { return state_ && state_->out->client_gone(); }
+
+namespace {
+
+lock::LockOptions lock_options(const Config& conf) {
+  lock::LockOptions options;
+  options.backend = conf.get_string("locks.backend");
+  options.dir = conf.get_string("locks.dir");
+  options.timeout = std::chrono::milliseconds(conf.get_int("locks.timeout_ms"));
+  options.order_check_fail = conf.get_string("locks.order_check") == "fail";
+  options.max_hold = std::chrono::milliseconds(conf.get_int("locks.max_hold_ms"));
+  return options;
+}
+
+std::unique_ptr<store::DataDir> open_data_dir(const Config& conf) {
+  store::DataOptions options;
+  options.dir = conf.get_string("data.dir");
+  options.fsync = conf.get_string("data.fsync") == "always";
+  options.group_readable = conf.get_bool("data.group_readable");
+  std::error_code ec;
+  auto dir = store::DataDir::open(options, ec);
+  if (!dir) {
+    throw ConfigError("cannot open data.dir '" + options.dir + "': " + ec.message());
+  }
+  return dir;
+}
+
+// Request ids: unique per host without a system call per request (a random per-process
+// prefix and a counter).
+std::string next_request_id() {
+  static const std::string prefix = util::random_hex(4);
+  static std::atomic<uint64_t> counter{0};
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%08llx",
+                static_cast<unsigned long long>(counter.fetch_add(1, std::memory_order_relaxed)));
+  return prefix + buf;
+}
+
+// What finishing the response to `request` needs, taken when it arrives.
+pipeline::FinishInfo finish_info(const http::Request& request, const pipeline::Settings& settings) {
+  pipeline::FinishInfo info;
+  info.started = std::chrono::steady_clock::now();
+  info.request_id = next_request_id();
+  info.method = request.method;
+  info.target = request.target;
+  info.client_address = request.client_address;
+  info.secure = request.https || settings.behind_https;
+  return info;
+}
+
+// The server secret, from security.secret_file or "secret.key" in data.dir (made there on the
+// first start). A start that cannot have it fails like a bad config, saying why.
+util::Secret load_secret(const Config& conf) {
+  std::string path = conf.get_string("security.secret_file");
+  if (path.empty()) path = conf.get_string("data.dir") + "/secret.key";
+  try {
+    return util::Secret::load_or_create(path);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(std::string("security.secret_file: ") + e.what());
+  }
+}
+
+util::LogLevel log_level(const std::string& name) {
+  if (name == "debug") return util::LogLevel::kDebug;
+  if (name == "warn") return util::LogLevel::kWarn;
+  if (name == "error") return util::LogLevel::kError;
+  return util::LogLevel::kInfo;
+}
+
+}  // namespace
+
+App::App(Config conf)
+    : conf_(std::move(conf)),
+      limits_(Limits::from(conf_)),
+      settings_(pipeline::Settings::from(conf_)),
+      retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
+      locks_(lock::LockService::create(lock_options(conf_))),
+      data_(open_data_dir(conf_)),
+      views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"))),
+      secret_(load_secret(conf_)),
+      csrf_(secret_) {
+  settings_.requests = &requests_;
+  util::set_log_level(log_level(conf_.get_string("log.level")));
+}
+
+App::~App() = default;
+
+http::Response App::error_page(int status, std::string_view message) const {
+  view::Dict page;
+  page.set("STATUS", status);
+  page.set("REASON", http::reason_phrase(status));
+  page.set("MESSAGE", message);
+  std::string specific = "errors/" + std::to_string(status) + ".html";
+  std::string body;
+  try {
+    body = views_->render(views_->has(specific) ? specific : "errors/error.html", page);
+  } catch (const view::ViewError& e) {
+    // A broken template must not turn an error page into a crash.
+    util::log_error(std::string("error page: ") + e.what());
+    body = std::to_string(status) + " " + http::reason_phrase(status) + "\n";
+    return http::Response::text(std::move(body), status);
+  }
+  return http::Response::html(std::move(body), status);
+}
+
+void App::reject(const http::Request& request, int status, std::string_view message,
+                 const std::shared_ptr<Responder>& out) const {
+  pipeline::FinishInfo info = finish_info(request, settings_);
+  http::Response response = error_page(status, message);
+  pipeline::finish(response, info, settings_);
+  out->send(std::move(response));
+}
+
+void App::on_shutdown(std::function<void()> hook) {
+  std::lock_guard lock(shutdown_mu_);
+  shutdown_hooks_.push_back(std::move(hook));
+}
+
+void App::shutdown() {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard lock(shutdown_mu_);
+    hooks.swap(shutdown_hooks_);  // once: later calls find nothing to run
+  }
+  for (auto& hook : hooks) hook();
+}
+
+void App::handle(http::Request request, std::shared_ptr<Responder> out) {
+  pipeline::FinishInfo info = finish_info(request, settings_);
+
+  auto send = [&](http::Response response) {
+    pipeline::finish(response, info, settings_);
+    out->send(std::move(response));
+  };
+
+  std::string error;
+  if (int status = pipeline::parse_head(request, limits_, error)) {
+    return send(error_page(status, error));
+  }
+  // A missing cookie, or one this server did not sign (planted by someone else), gets a fresh
+  // token; the request itself still fails the check below if it is unsafe.
+  std::string token(csrf_.cookie_token(request, info.secure));
+  if (token.empty()) {
+    token = csrf_.issue();
+    info.new_csrf_token = token;
+  }
+
+  Router::Match match = router_.match(request.method, request.path);
+  if (match.kind == Router::Match::kNotFound) {
+    return send(error_page(404, "There is nothing at " + request.path + "."));
+  }
+  if (match.kind == Router::Match::kMethodNotAllowed) {
+    http::Response response = error_page(405, request.method + " is not allowed here.");
+    response.headers.set("Allow", match.allow);
+    return send(std::move(response));
+  }
+  info.route = *match.route;
+  if (csrf::is_unsafe_method(request.method)) {
+    if (int status = pipeline::parse_body(request, limits_, error)) {
+      return send(error_page(status, error));
+    }
+    if (!csrf_.verify(request, info.secure)) {
+      return send(error_page(403,
+                             "The form's security token is missing or out of date. Reload the "
+                             "page and submit it again."));
+    }
+  }
+  request.path_params = std::move(match.params);
+
+  auto locks = locks_->context(lock::HolderInfo{.request_id = info.request_id,
+                                                .method = request.method,
+                                                .path = request.path,
+                                                .client_address = request.client_address});
+  Context ctx(*this, *locks, info.request_id, token);
+  ctx.info_ = &info;
+  ctx.out_ = &out;
+  http::Response response;
+  try {
+    response = (*match.handler)(request, ctx);
+  } catch (const lock::LockBusy& busy) {
+    response = error_page(503, "This page is busy right now (" + std::string(busy.name()) +
+                                   "). Please try again in a moment.");
+    response.headers.set("Retry-After", std::to_string(retry_after_s_));
+  } catch (const HttpError& e) {
+    response = error_page(e.status(), e.what());
+    for (const auto& [name, value] : e.headers().items()) response.headers.set(name, value);
+  } catch (const std::exception& e) {
+    util::log_error("request " + info.request_id + " " + request.method + " " + request.path +
+                    " failed: " + e.what());
+    response = error_page(500, "Something went wrong on our side. It has been logged.");
+  }
+  // Whatever the handler still holds is released here (and reported as a leak), before the
+  // response goes out: a parked request holds no lock.
+  locks->end_request();
+
+  if (ctx.deferred_) return;  // completed through Deferred::complete(), maybe already
+  send(std::move(response));
+}
+
+Context::Context(App& app, lock::LockContext& lock_context, std::string request_id,
+                 std::string csrf_token)
+    : locks(lock_context),
+      data(app.data()),
+      views(app.views()),
+      conf(app.conf()),
+      app_(app),
+      request_id_(std::move(request_id)),
+      csrf_token_(std::move(csrf_token)) {}
+
+bool Context::csrf_proven(const http::Request& request) const {
+  return app_.csrf_.verify(request, info_ != nullptr && info_->secure);
+}
+
+Response Context::render(std::string_view name, view::Dict& dict, int status) const {
+  dict.set("CSRF", csrf_token_);
+  return Response::html(views.render(name, dict), status);
+}
+
+Deferred Context::defer() {
+  if (!deferred_) {
+    // Filled completely here: another thread may complete it before the handler returns.
+    deferred_ = std::make_shared<Deferred::State>();
+    deferred_->settings = &app_.settings_;
+    deferred_->out = *out_;
+    deferred_->info = *info_;
+  }
+  return Deferred(deferred_);
+}
+
+}  // namespace kagi

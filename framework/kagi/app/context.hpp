@@ -1,0 +1,102 @@
+// app/context.hpp — what a handler gets besides the request: its lock context, the data
+// directory, templates, config, and its CSRF token; and the way to park a request.
+//
+//   Response post(Request& req, Context& ctx) {
+//     auto board = ctx.locks.exclusive("bbs/board/" + id);     // lock first,
+//     auto text = ctx.data.read(board, "bbs/" + id + ".txt").value();  // then read,
+//     ctx.data.commit(board, "bbs/" + id + ".txt", updated).check();   // then write;
+//     return Response::redirect("/bbs/" + id + "/");
+//   }                                                          // released here
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <kagi/config/config.hpp>
+#include <kagi/http/request.hpp>
+#include <kagi/http/response.hpp>
+
+namespace kagi {
+
+namespace lock {
+class LockContext;
+}
+namespace store {
+class DataDir;
+}
+namespace view {
+class Views;
+class Dict;
+}  // namespace view
+
+class Responder;
+class App;
+namespace pipeline {
+struct FinishInfo;
+}
+
+// App-facing names.
+using http::Request;
+using http::Response;
+
+// A parked request's handle: complete() sends its response, once, from any thread.
+// Cheap to copy; all copies refer to the same request.
+class Deferred {
+ public:
+  Deferred() = default;
+  // Sends `response` through the pipeline's finishing steps (security headers, access
+  // log). Later calls are ignored. Returns false if it was already completed.
+  bool complete(Response response) const;
+  bool completed() const;
+  bool client_gone() const;
+  explicit operator bool() const { return state_ != nullptr; }
+
+  struct State;  // defined by the pipeline
+
+ private:
+  friend class App;
+  friend class Context;
+  explicit Deferred(std::shared_ptr<State> s) : state_(std::move(s)) {}
+  std::shared_ptr<State> state_;
+};
+
+class Context {
+ public:
+  Context(App& app, lock::LockContext& locks, std::string request_id, std::string csrf_token);
+
+  lock::LockContext& locks;
+  store::DataDir& data;
+  view::Views& views;
+  const Config& conf;
+
+  const std::string& request_id() const { return request_id_; }
+  // The client's CSRF token: render it into forms as <input type=hidden name=_csrf>.
+  const std::string& csrf_token() const { return csrf_token_; }
+  // True when the request submits (field _csrf or header X-CSRF-Token) this client's signed
+  // token: proof that it came from one of the site's own pages. The pipeline checks it on
+  // every unsafe method; a GET whose side effect must not be forgeable (the chat's presence)
+  // asks here (the same check as the pipeline's: csrf::Tokens::verify).
+  bool csrf_proven(const http::Request& request) const;
+
+  // Renders templates/<name> with `dict` (auto-escaped) into an HTML response. The CSRF
+  // token is available in every template as {{CSRF}}.
+  Response render(std::string_view name, view::Dict& dict, int status = 200) const;
+
+  // Parks the request: whatever the handler returns is ignored and the request stays open
+  // until the returned Deferred is completed. The lock context is still released when the
+  // handler returns: a parked request holds no lock and no thread.
+  Deferred defer();
+  bool deferred() const { return deferred_ != nullptr; }
+
+ private:
+  friend class App;
+  App& app_;
+  const pipeline::FinishInfo* info_ = nullptr;       // set by App::handle
+  const std::shared_ptr<Responder>* out_ = nullptr;  // set by App::handle
+  std::string request_id_;
+  std::string csrf_token_;
+  std::shared_ptr<Deferred::State> deferred_;
+};
+
+}  // namespace kagi

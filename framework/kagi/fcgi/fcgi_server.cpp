@@ -1,0 +1,733 @@
+#include <kagi/fcgi/fcgi_server.hpp>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <kagi/app/app.hpp>
+#include <kagi/fcgi/cgi_params.hpp>
+#include <kagi/fcgi/listen_socket.hpp>
+#include <kagi/fcgi/protocol.hpp>
+#include <kagi/util/log.hpp>
+
+namespace kagi {
+namespace fcgi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a worker waits at most between looks at the shared state (deadlines are checked
+// at this pace), and how long the process stops accepting after it ran out of descriptors.
+constexpr auto kPollTick = std::chrono::milliseconds(200);
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// Most bytes a worker reads from one connection per readiness event, so that one fast
+// sender does not keep a worker from the others (the event comes again if more is waiting).
+constexpr size_t kReadPerEvent = 256 * 1024;
+// While a request is parked, at most this much of what the web server sends next is read
+// (looking for its FCGI_ABORT_REQUEST); nginx and Apache send nothing else meanwhile.
+constexpr size_t kParkedReadLimit = 64 * 1024;
+// Where a connection is in its exchange: which deadline applies.
+enum class Stage {
+  kIdle,   // between requests: none (the web server owns the connection's lifetime)
+  kHead,   // reading params: read_timeout from the first byte
+  kBody,   // reading the body: body_timeout from the end of the params
+  kWrite,  // the web server is not taking the response: read_timeout without progress
+};
+
+// One connection from the web server and the request being read from it.
+class Conn {
+ public:
+  Conn(int fd, uint64_t id, ReaderLimits limits) : reader(limits), fd_(fd), id_(id) {}
+  ~Conn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  int fd() const { return fd_; }
+  // Names the connection in epoll: never reused, unlike descriptor numbers, so an event
+  // that arrives for a connection closed meanwhile cannot be taken for a newer one.
+  uint64_t id() const { return id_; }
+
+  RequestReader reader;
+  Stage stage = Stage::kIdle;
+  // When the current stage must be over (a stalled peer is dropped, a slow body gets 408).
+  Clock::time_point deadline = Clock::time_point::max();
+  // Waiting in idle_ with a count in Core::in_flight_ of its own (a response being written,
+  // or a request begun when a stop came): whoever takes it from idle_ takes that count.
+  bool holds_count = false;
+  // The encoded response, while the web server takes it in pieces (Stage::kWrite).
+  std::string out;
+  size_t out_done = 0;
+  // False once the web server's client is known to be gone (the connection closed, or
+  // FCGI_ABORT_REQUEST, seen while the request was parked): closed after the response.
+  bool reusable = true;
+
+ private:
+  const int fd_;
+  const uint64_t id_;
+};
+
+// epoll ids of the two descriptors that are not connections.
+constexpr uint64_t kWakeId = 0;
+constexpr uint64_t kListenId = 1;
+constexpr uint64_t kFirstConnId = 2;
+
+// Reads what is waiting on `conn`, at most `limit` bytes. Returns false when the peer
+// closed the connection or it failed.
+bool read_available(Conn& conn, size_t limit) {
+  char buf[65536];
+  size_t total = 0;
+  while (total < limit) {
+    const size_t want = std::min(sizeof buf, limit - total);
+    const ssize_t n = ::read(conn.fd(), buf, want);
+    if (n > 0) {
+      conn.reader.append(buf, static_cast<size_t>(n));
+      total += static_cast<size_t>(n);
+      // A short read took all there was: no second read just to hear EAGAIN (a request
+      // costs one read). If more came meanwhile, the re-armed connection wakes a worker.
+      if (static_cast<size_t>(n) < want) return true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // 0: end of stream; else ECONNRESET and the like
+  }
+  return true;
+}
+
+enum class WriteStatus { kDone, kBlocked, kFailed };
+
+// Writes what it can of conn.out without blocking. `progressed`: some bytes went out.
+WriteStatus write_some(Conn& conn, bool& progressed) {
+  progressed = false;
+  while (conn.out_done < conn.out.size()) {
+    const ssize_t n = ::send(conn.fd(), conn.out.data() + conn.out_done,
+                             conn.out.size() - conn.out_done, MSG_NOSIGNAL);
+    if (n > 0) {
+      conn.out_done += static_cast<size_t>(n);
+      progressed = true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return WriteStatus::kBlocked;
+    return WriteStatus::kFailed;  // the web server closed the connection: its client left
+  }
+  return WriteStatus::kDone;
+}
+
+}  // namespace
+
+// The state shared by the workers and every exchange; exchanges hold it by shared_ptr so a
+// parked response completed after the server is gone stays safe.
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(App& app, FcgiOptions options, ListenSocket listen);
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  void run();
+  void stop();
+  // An exchange is over: `conn` (null: closed) is armed again for its next request.
+  void finish(std::unique_ptr<Conn> conn);
+  // Writes conn->out, the response; what the web server does not take at once is written
+  // from the epoll set as it does (no thread waits on a slow reader). Then finish().
+  void write_response(std::unique_ptr<Conn> conn);
+  const FcgiOptions& options() const { return options_; }
+
+ private:
+  void worker_loop();
+  void on_listen_ready();
+  void close_idle_without_request();
+  bool accept_all_locked();
+  void rearm_listen_locked();
+  // Reads what arrived on `conn`; serves the request once it is complete, else puts the
+  // connection back to wait for more.
+  void on_readable(std::unique_ptr<Conn> conn);
+  // `conn` goes back to idle_, armed, to wait for more of its request (or its next one).
+  // Needs mu_ held; false (conn left in place) when it cannot be watched.
+  bool park_locked(std::unique_ptr<Conn>& conn);
+  // `conn` goes to idle_ armed for EPOLLOUT, keeping its in-flight count, until the web
+  // server takes more of its response. Needs mu_ held; false as park_locked.
+  bool park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed);
+  // Takes out of idle_ the connections whose deadline passed; the caller ends them.
+  std::vector<std::unique_ptr<Conn>> take_expired_locked(Clock::time_point now);
+  void expire(std::unique_ptr<Conn> conn);
+  void serve(std::unique_ptr<Conn> conn);
+  // (Re-)arms `id` for one readiness event (EPOLLONESHOT): exactly one worker gets it.
+  bool arm(int op, int fd, uint64_t id, uint32_t events);
+
+  App& app_;
+  const FcgiOptions options_;
+  const ReaderLimits reader_limits_;
+  ListenSocket listen_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+
+  std::mutex mu_;
+  std::condition_variable stop_cv_;  // stopping_ was set
+  // During a stop: in_flight_ or live_workers_ went down (not signalled before: a wake-up per
+  // request for nobody).
+  std::condition_variable done_cv_;
+  // Connections waiting (armed in epoll) for bytes of their next or current request, by id.
+  // A worker that gets one's event takes it out; it goes back before it is re-armed.
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> idle_;  // guarded by mu_
+  // How many connections in idle_ have a deadline (a request begun): the sweep skips the
+  // scan when none has.
+  size_t timed_ = 0;                   // guarded by mu_
+  Clock::time_point next_sweep_{};     // guarded by mu_
+  uint64_t next_id_ = kFirstConnId;    // guarded by mu_
+  bool listening_ = false;             // guarded by mu_
+  Clock::time_point accept_resume_{};  // guarded by mu_
+  uint64_t accept_failures_ = 0;       // guarded by mu_: in a row, since the last accept
+  size_t in_flight_ = 0;               // guarded by mu_: connections being read, served or parked
+  bool stopping_ = false;              // guarded by mu_
+  bool quit_workers_ = false;          // guarded by mu_
+  int live_workers_ = 0;               // guarded by mu_
+};
+
+namespace {
+
+// The Responder of one FastCGI request: owns the connection until the response is written.
+class Exchange : public Responder {
+ public:
+  Exchange(std::shared_ptr<Core> core, std::unique_ptr<Conn> conn)
+      : core_(std::move(core)), conn_(std::move(conn)) {}
+  ~Exchange() override {
+    if (!sent()) {
+      util::log_error("fcgi: a request ended without a response; answering 500");
+      send(http::Response::text("500 Internal Server Error\n", 500));
+    }
+  }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  void send(http::Response response) override {
+    std::unique_ptr<Conn> conn;
+    {
+      std::lock_guard lock(mu_);
+      if (sent_) {
+        util::log_error("fcgi: a response was sent twice; the second one is dropped");
+        return;
+      }
+      sent_ = true;
+      conn = std::move(conn_);
+    }
+    conn->out = encode_response(conn->reader.request_id(), response_head(response), response.body);
+    conn->out_done = 0;
+    core_->write_response(std::move(conn));
+  }
+
+  // The web server closes its end when its client goes away (nginx, Apache), or sends
+  // FCGI_ABORT_REQUEST: both are looked for, without blocking, each time this is asked.
+  bool client_gone() const override {
+    std::lock_guard lock(mu_);
+    if (sent_ || !conn_) return false;
+    if (gone_ || conn_->reader.aborted()) return true;
+    pollfd p{conn_->fd(), POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      gone_ = true;
+    } else if ((p.revents & POLLIN) != 0 && conn_->reader.buffered() < kParkedReadLimit) {
+      if (!read_available(*conn_, kParkedReadLimit - conn_->reader.buffered())) gone_ = true;
+      conn_->reader.advance();  // the request is complete: this only looks for an abort
+      if (conn_->reader.aborted()) gone_ = true;
+    }
+    if (gone_) conn_->reusable = false;
+    return gone_;
+  }
+
+  bool sent() const {
+    std::lock_guard lock(mu_);
+    return sent_;
+  }
+
+ private:
+  const std::shared_ptr<Core> core_;
+  mutable std::mutex mu_;
+  bool sent_ = false;           // guarded by mu_
+  mutable bool gone_ = false;   // guarded by mu_
+  std::unique_ptr<Conn> conn_;  // guarded by mu_; moved out by send()
+};
+
+// FCGI_PARAMS carry the request headers (each name grows by "HTTP_", each pair by up to 8
+// length bytes) and about 1 KiB of CGI variables: twice the header limit plus 8 KiB.
+ReaderLimits reader_limits(const App& app) {
+  ReaderLimits limits;
+  limits.max_params_bytes = 2 * app.limits().max_header_bytes + 8192;
+  limits.max_body_bytes = app.limits().max_body_bytes;
+  return limits;
+}
+
+}  // namespace
+
+Core::Core(App& app, FcgiOptions options, ListenSocket listen)
+    : app_(app),
+      options_(std::move(options)),
+      reader_limits_(reader_limits(app)),
+      listen_(std::move(listen)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) {
+    throw std::runtime_error(std::string("FastCGI: cannot create epoll/eventfd: ") +
+                             std::strerror(errno));
+  }
+  // Level-triggered and never read: once written (at the very end) it wakes every worker.
+  arm(EPOLL_CTL_ADD, wake_fd_, kWakeId, EPOLLIN);
+  arm(EPOLL_CTL_ADD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
+  listening_ = true;
+}
+
+Core::~Core() {
+  idle_.clear();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+}
+
+bool Core::arm(int op, int fd, uint64_t id, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  if (epoll_ctl(epoll_fd_, op, fd, &ev) != 0) {
+    util::log_error("fcgi: epoll_ctl fd " + std::to_string(fd) + ": " + std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+void Core::stop() {
+  // Notified under mu_: run() cannot see stopping_, return, and let the Core be destroyed
+  // while this thread is still inside notify_all (the main thread destroys the server as
+  // soon as run() returns; stop() comes from a signal-watching thread).
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  stop_cv_.notify_all();
+}
+
+bool Core::park_locked(std::unique_ptr<Conn>& conn) {
+  // The deadline of the stage the request is in: from its first byte, its params must
+  // arrive within read_timeout; from the end of its params, its body within body_timeout.
+  const Stage stage = conn->reader.params_done() ? Stage::kBody
+                      : conn->reader.started()   ? Stage::kHead
+                                                 : Stage::kIdle;
+  if (stage != conn->stage) {
+    conn->stage = stage;
+    const auto now = Clock::now();
+    conn->deadline = stage == Stage::kIdle   ? Clock::time_point::max()
+                     : stage == Stage::kHead ? now + options_.read_timeout
+                                             : now + options_.body_timeout;
+  }
+  // A whole record already buffered (a next request read along with this one) would wait
+  // for an event that never comes: EPOLLOUT fires at once on a connection that can be
+  // written. Only then: part of a record waits for its peer's next bytes (EPOLLIN), and
+  // EPOLLOUT would wake a worker at once, again and again.
+  const uint32_t events =
+      EPOLLIN | EPOLLRDHUP | EPOLLONESHOT | (conn->reader.record_ready() ? uint32_t{EPOLLOUT} : 0u);
+  // Into idle_ before it is armed, so the worker that gets its next event finds it; armed
+  // under mu_, so a stop cannot close it in between.
+  const uint64_t id = conn->id();
+  const int fd = conn->fd();
+  auto [it, inserted] = idle_.emplace(id, std::move(conn));
+  if (!arm(EPOLL_CTL_MOD, fd, id, events)) {
+    conn = std::move(it->second);  // cannot be watched: closed rather than leaked
+    idle_.erase(it);
+    return false;
+  }
+  if (it->second->stage != Stage::kIdle) ++timed_;
+  return true;
+}
+
+void Core::finish(std::unique_ptr<Conn> conn) {
+  bool stopping = false;
+  {
+    std::lock_guard lock(mu_);
+    stopping = stopping_;
+    --in_flight_;  // this read or exchange is over
+    // While stopping, a connection is kept only for a request already begun in it, which
+    // counts in flight until it is served or dropped.
+    if (conn && (!stopping_ || conn->reader.started())) {
+      conn->holds_count = stopping_;
+      if (park_locked(conn) && stopping_) ++in_flight_;
+    }
+  }
+  conn.reset();  // closes it when it was not kept
+  if (stopping) done_cv_.notify_all();
+}
+
+void Core::write_response(std::unique_ptr<Conn> conn) {
+  bool progressed = false;
+  const WriteStatus status = write_some(*conn, progressed);
+  if (status == WriteStatus::kBlocked) {
+    std::lock_guard lock(mu_);
+    if (park_writing_locked(conn, progressed)) return;
+  }
+  if (status != WriteStatus::kDone) {
+    // The web server closed the connection (its client went away), or it cannot be
+    // watched: the connection is closed, the process carries on.
+    conn.reset();
+    return finish(nullptr);
+  }
+  conn->out = std::string();
+  conn->out_done = 0;
+  const bool keep = conn->reusable && conn->reader.keep_conn();
+  conn->reader.next();
+  if (!keep) conn.reset();
+  finish(std::move(conn));
+}
+
+bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
+  if (conn->stage != Stage::kWrite || progressed) {
+    conn->stage = Stage::kWrite;
+    conn->deadline = Clock::now() + options_.read_timeout;
+  }
+  // Keeps the count it was written under: a stop waits for the response to go out.
+  conn->holds_count = true;
+  const uint64_t id = conn->id();
+  const int fd = conn->fd();
+  auto [it, inserted] = idle_.emplace(id, std::move(conn));
+  if (!arm(EPOLL_CTL_MOD, fd, id, EPOLLOUT | EPOLLONESHOT)) {
+    conn = std::move(it->second);
+    idle_.erase(it);
+    conn->holds_count = false;
+    return false;
+  }
+  ++timed_;
+  return true;
+}
+
+// The stop, part one: no new connections, and idle connections closed, except those with a
+// request already begun in them (sent before the stop; a worker is just not free yet): they
+// are served like the requests in flight. (A request that arrives in the instant after this
+// look finds its connection closed; nginx retries it elsewhere if it may.)
+void Core::close_idle_without_request() {
+  std::unique_lock lock(mu_);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_.fd(), nullptr);
+  // Connections the kernel accepted before the stop may carry requests already: take them
+  // in, to be served or closed below like the others.
+  if (listening_) accept_all_locked();
+  listen_.close();  // under mu_: no worker is accepting on it
+  listening_ = false;
+  std::vector<pollfd> probe;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, conn] : idle_) {
+    probe.push_back(pollfd{conn->fd(), POLLIN, 0});
+    ids.push_back(id);
+  }
+  ::poll(probe.data(), probe.size(), 0);
+  std::vector<std::unique_ptr<Conn>> closing;
+  for (size_t i = 0; i < probe.size(); ++i) {
+    auto it = idle_.find(ids[i]);
+    const bool waiting =
+        (probe[i].revents & POLLIN) != 0 && (probe[i].revents & (POLLHUP | POLLERR)) == 0;
+    if (waiting || it->second->reader.started()) {
+      if (!it->second->holds_count) {
+        it->second->holds_count = true;
+        ++in_flight_;
+      }
+      continue;
+    }
+    closing.push_back(std::move(it->second));
+    idle_.erase(it);
+  }
+  lock.unlock();
+  closing.clear();
+}
+
+void Core::run() {
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mu_);
+    live_workers_ = options_.threads;
+  }
+  // Each worker keeps the Core alive: one left behind after the shutdown grace (detached,
+  // still in a handler) must find it when its handler returns.
+  for (int i = 0; i < options_.threads; ++i) {
+    workers.emplace_back([self = shared_from_this()] { self->worker_loop(); });
+  }
+
+  std::unique_lock lock(mu_);
+  stop_cv_.wait(lock, [&] { return stopping_; });
+  lock.unlock();
+  // Stop accepting: new connections now fail fast and the web server tries another
+  // upstream (the other process, or its next server); idle connections are closed, which
+  // nginx treats as a stale keepalive connection and retries.
+  close_idle_without_request();
+  lock.lock();
+  const auto deadline = Clock::now() + options_.shutdown_timeout;
+  if (!done_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; })) {
+    util::log_warn("fcgi: shutdown timeout: " + std::to_string(in_flight_) +
+                   " request(s) still running; leaving them");
+  }
+  quit_workers_ = true;
+  lock.unlock();
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  lock.lock();
+  // Workers still inside a handler after the deadline get a short grace; then they are
+  // left to the process exit rather than holding the shutdown forever.
+  bool joined = done_cv_.wait_until(lock, std::max(deadline, Clock::now()) + kPollTick,
+                                    [&] { return live_workers_ == 0; });
+  lock.unlock();
+  for (auto& t : workers) {
+    if (joined) {
+      t.join();
+    } else {
+      t.detach();
+    }
+  }
+}
+
+// Every worker waits on the one epoll set and takes one event at a time: a connection with
+// bytes is read by the worker that woke, and served by it once its request is complete, with
+// no hand-off to another thread; the one-shot arming means no two workers ever get the same
+// connection.
+void Core::worker_loop() {
+  for (;;) {
+    epoll_event ev{};
+    const int n = epoll_wait(epoll_fd_, &ev, 1, static_cast<int>(kPollTick.count()));
+    if (n < 0 && errno != EINTR) {
+      util::log_error(std::string("fcgi: epoll_wait: ") + std::strerror(errno));
+      std::this_thread::sleep_for(kAcceptBackoff);
+    }
+    std::unique_ptr<Conn> conn;
+    std::vector<std::unique_ptr<Conn>> expired;
+    {
+      std::lock_guard lock(mu_);
+      if (quit_workers_) break;
+      const auto now = Clock::now();
+      if (!listening_ && !stopping_ && now >= accept_resume_) rearm_listen_locked();
+      if (now >= next_sweep_) {
+        next_sweep_ = now + kPollTick;
+        expired = take_expired_locked(now);
+      }
+      if (n == 1 && ev.data.u64 >= kFirstConnId) {
+        auto it = idle_.find(ev.data.u64);
+        if (it != idle_.end()) {  // else closed by a stop or a deadline meanwhile
+          conn = std::move(it->second);
+          idle_.erase(it);
+          if (conn->stage != Stage::kIdle) --timed_;
+          if (!conn->holds_count) ++in_flight_;
+          conn->holds_count = false;
+        }
+      }
+    }
+    for (auto& e : expired) expire(std::move(e));
+    if (n == 1 && ev.data.u64 == kListenId) on_listen_ready();
+    if (conn) on_readable(std::move(conn));
+  }
+  {
+    std::lock_guard lock(mu_);
+    --live_workers_;
+  }
+  done_cv_.notify_all();
+}
+
+std::vector<std::unique_ptr<Conn>> Core::take_expired_locked(Clock::time_point now) {
+  std::vector<std::unique_ptr<Conn>> out;
+  if (timed_ == 0) return out;
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    if (it->second->deadline > now) {
+      ++it;
+      continue;
+    }
+    --timed_;
+    if (!it->second->holds_count) ++in_flight_;
+    it->second->holds_count = false;
+    out.push_back(std::move(it->second));
+    it = idle_.erase(it);  // its pending event, if any, finds nothing and is dropped
+  }
+  return out;
+}
+
+// A request that did not arrive in time. Params complete, body too slow: 408. The connection
+// stays open: after the response the reader skips what still comes of that body, and the
+// web server may send its next request (Apache reuses the connection once it has the
+// answer; closing it under Apache, still sending the body, makes it answer 503 instead of
+// passing the 408 on). Params incomplete: the peer stalled in the middle of a record, so
+// there is nothing to answer; the connection is dropped.
+void Core::expire(std::unique_ptr<Conn> conn) {
+  if (conn->stage == Stage::kWrite) {
+    util::log_warn("fcgi: the web server took nothing of a response for " +
+                   std::to_string(options_.read_timeout.count()) +
+                   " ms (limits.fcgi_read_timeout_ms); closing its connection");
+    conn.reset();
+    return finish(nullptr);
+  }
+  if (conn->stage != Stage::kBody) {
+    util::log_warn("fcgi: dropped a connection on " + listen_.description() +
+                   " that sent no complete request head within " +
+                   std::to_string(options_.read_timeout.count()) +
+                   " ms (limits.fcgi_read_timeout_ms)");
+    conn.reset();
+    finish(nullptr);
+    return;
+  }
+  std::vector<char*> envp;
+  for (const std::string& p : conn->reader.params()) envp.push_back(const_cast<char*>(p.c_str()));
+  envp.push_back(nullptr);
+  http::Request request;
+  fill_request(envp.data(), request);
+  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(conn));
+  app_.reject(request, 408,
+              "The request body did not arrive within " +
+                  std::to_string(options_.body_timeout.count()) + " ms.",
+              exchange);
+}
+
+// Accepts under mu_: run() closes the listening socket under mu_ when it stops, so never
+// while a worker accepts on it. Accepts are rare (the web server keeps its connections).
+void Core::on_listen_ready() {
+  std::lock_guard lock(mu_);
+  if (!stopping_ && accept_all_locked()) rearm_listen_locked();
+}
+
+// Arms the listening socket for its next event; if that fails, accepting pauses and a
+// worker tries again after the backoff (instead of never accepting again).
+void Core::rearm_listen_locked() {
+  listening_ = arm(EPOLL_CTL_MOD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
+  if (!listening_) accept_resume_ = Clock::now() + kAcceptBackoff;
+}
+
+// Accepts every connection waiting on the listening socket into idle_, armed. Returns true
+// when the backlog is empty (false: accepting is paused).
+bool Core::accept_all_locked() {
+  for (;;) {
+    int fd = ::accept4(listen_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      // Out of descriptors (EMFILE/ENFILE) or similar: leave the socket disarmed for a moment
+      // instead of spinning on it; a worker re-arms it after the backoff. Logged once per
+      // episode: a line every backoff would fill the disk while the cause lasts.
+      if (accept_failures_++ == 0) {
+        util::log_error(std::string("fcgi: accept on ") + listen_.description() + ": " +
+                        std::strerror(errno) + "; pausing accepts, retrying every " +
+                        std::to_string(kAcceptBackoff.count()) +
+                        " ms (raise the open-file limit: LimitNOFILE=, ulimit -n)");
+      }
+      listening_ = false;
+      accept_resume_ = Clock::now() + kAcceptBackoff;
+      return false;
+    }
+    if (accept_failures_ > 0) {
+      util::log_info("fcgi: accepting again on " + listen_.description() + " after " +
+                     std::to_string(accept_failures_) + " failed accept(s)");
+      accept_failures_ = 0;
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        (addr.ss_family == AF_INET || addr.ss_family == AF_INET6)) {
+      // The end of a response is a few small records: no Nagle delay on them.
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    const uint64_t id = next_id_++;
+    idle_.emplace(id, std::make_unique<Conn>(fd, id, reader_limits_));
+    if (!arm(EPOLL_CTL_ADD, fd, id, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)) idle_.erase(id);
+  }
+}
+
+void Core::on_readable(std::unique_ptr<Conn> conn) {
+  if (conn->stage == Stage::kWrite) return write_response(std::move(conn));
+  const bool open = read_available(*conn, kReadPerEvent);
+  const RequestReader::Status status = conn->reader.advance();
+  std::string& replies = conn->reader.replies();
+  if (!replies.empty()) {
+    // A few dozen bytes: a peer that does not take them at once is not reading at all.
+    const bool written = ::send(conn->fd(), replies.data(), replies.size(), MSG_NOSIGNAL) ==
+                         static_cast<ssize_t>(replies.size());
+    replies.clear();
+    if (!written) {
+      util::log_warn("fcgi: closing a connection on " + listen_.description() +
+                     " that does not read the answers to its management records");
+      conn.reset();
+      return finish(nullptr);
+    }
+  }
+  if (status == RequestReader::Status::kError) {
+    util::log_warn("fcgi: closing a connection on " + listen_.description() + ": " +
+                   conn->reader.error());
+    conn.reset();
+    return finish(nullptr);
+  }
+  if (status == RequestReader::Status::kComplete) return serve(std::move(conn));
+  if (!open) {
+    // The peer closed (an idle kept connection: the usual end), or failed mid-request.
+    conn.reset();
+    return finish(nullptr);
+  }
+  finish(std::move(conn));  // waits for more, under the deadline of its stage
+}
+
+void Core::serve(std::unique_ptr<Conn> conn) {
+  std::vector<char*> envp;
+  for (const std::string& p : conn->reader.params()) envp.push_back(const_cast<char*>(p.c_str()));
+  envp.push_back(nullptr);
+  http::Request request;
+  fill_request(envp.data(), request);
+  conn->stage = Stage::kIdle;
+  conn->deadline = Clock::time_point::max();
+
+  const bool params_too_large = conn->reader.params_too_large();
+  const bool body_too_large = conn->reader.body_too_large();
+  if (!params_too_large && !body_too_large) request.body = conn->reader.take_body();
+  auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(conn));
+  // Limits found while reading are answered through the app, so the page gets the
+  // security headers and an access log line.
+  if (params_too_large) {
+    return app_.reject(request, 431,
+                       "The request headers are larger than " +
+                           std::to_string(reader_limits_.max_params_bytes) + " bytes.",
+                       exchange);
+  }
+  if (body_too_large) {
+    return app_.reject(request, 413,
+                       "The request body is larger than " +
+                           std::to_string(reader_limits_.max_body_bytes) + " bytes.",
+                       exchange);
+  }
+  try {
+    app_.handle(std::move(request), exchange);
+  } catch (const std::exception& e) {
+    util::log_error(std::string("fcgi: unhandled exception from the app: ") + e.what());
+    if (!exchange->sent()) exchange->send(app_.error_page(500, "Internal error."));
+  }
+  // Not sent yet: the request is parked; whoever holds the exchange sends later.
+}
+
+}  // namespace fcgi
+
+FcgiServer::FcgiServer(App& app, FcgiOptions options) {
+  if (options.threads < 1) throw std::runtime_error("FastCGI: server.threads must be >= 1");
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+  auto listen = fcgi::ListenSocket::open(options.listen, options.socket_mode);
+  core_ = std::make_shared<fcgi::Core>(app, std::move(options), std::move(listen));
+}
+
+FcgiServer::~FcgiServer() = default;
+
+void FcgiServer::run() { core_->run(); }
+
+void FcgiServer::stop() { core_->stop(); }
+
+}  // namespace kagi

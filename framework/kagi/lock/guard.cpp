@@ -1,0 +1,78 @@
+#include <kagi/lock/guard.hpp>
+
+#include <kagi/lock/detail/held_lock.hpp>
+#include <kagi/lock/lock_context.hpp>
+
+namespace kagi::lock {
+namespace detail {
+namespace {
+
+// A few released HeldLocks per thread, ready for the next acquire, which sets every field
+// (their name strings keep their capacity). Freed when the thread ends.
+struct SpareHeldLocks {
+  static constexpr size_t kMax = 8;
+  HeldLock* items[kMax];
+  size_t count = 0;
+  bool closed = false;  // the thread is exiting: guards destroyed after this free directly
+  ~SpareHeldLocks() {
+    while (count > 0) delete items[--count];
+    closed = true;
+  }
+};
+thread_local SpareHeldLocks t_spares;
+
+}  // namespace
+
+void HeldLockRecycle::operator()(HeldLock* held) const noexcept {
+  if (t_spares.closed || t_spares.count == SpareHeldLocks::kMax) {
+    delete held;
+    return;
+  }
+  t_spares.items[t_spares.count++] = held;
+}
+
+HeldLockPtr make_held_lock() {
+  if (!t_spares.closed && t_spares.count > 0) return HeldLockPtr(t_spares.items[--t_spares.count]);
+  return HeldLockPtr(new HeldLock);
+}
+
+}  // namespace detail
+
+Guard::Guard(detail::HeldLockPtr held) : held_(std::move(held)) {}
+
+Guard::Guard(Guard&& other) noexcept = default;
+
+Guard& Guard::operator=(Guard&& other) noexcept {
+  if (this != &other) {
+    release();
+    held_ = std::move(other.held_);
+  }
+  return *this;
+}
+
+Guard::~Guard() { release(); }
+
+const std::string& Guard::name() const {
+  static const std::string empty;
+  return held_ ? held_->name : empty;
+}
+
+Mode Guard::mode() const { return held_ ? held_->mode : Mode::kShared; }
+
+uint64_t Guard::epoch() const { return held_ ? held_->epoch : 0; }
+
+bool Guard::held() const {
+  return held_ && held_->ctx != nullptr && !held_->revoked.load(std::memory_order_acquire);
+}
+
+std::error_code Guard::verify() const {
+  if (!held_ || !held_->ctx) return make_error_code(Errc::kReleased);
+  return held_->ctx->verify(*held_);
+}
+
+void Guard::release() {
+  if (held_ && held_->ctx) held_->ctx->release(*held_);
+  held_.reset();
+}
+
+}  // namespace kagi::lock

@@ -1,0 +1,91 @@
+// lock/guard.hpp — the RAII guards a lock context hands out.
+//
+// A guard is proof that its request holds one named lock in one mode. Guards are movable,
+// not copyable; the lock is released when the guard is destroyed or release() is called, and
+// in any case when the request's LockContext ends (a guard still alive then is a leak: it is
+// released, logged and counted, and the guard turns inert so it can never outlive its request).
+//
+// The storage layer takes guards as proof: reading needs any Guard, committing needs an
+// ExclusiveGuard. A SharedGuard has no way to become exclusive, so "read, then lock the write"
+// cannot be written.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include <kagi/lock/mode.hpp>
+
+namespace kagi::lock {
+
+namespace detail {
+struct HeldLock;  // one held lock: owned by its guard, listed by its LockContext
+// Deleting a HeldLock keeps a few per thread for the next acquire (no malloc/free per lock).
+struct HeldLockRecycle {
+  void operator()(HeldLock* held) const noexcept;
+};
+using HeldLockPtr = std::unique_ptr<HeldLock, HeldLockRecycle>;
+HeldLockPtr make_held_lock();
+}  // namespace detail
+
+class Guard {
+ public:
+  Guard() = default;
+  Guard(Guard&&) noexcept;
+  Guard& operator=(Guard&&) noexcept;
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+  ~Guard();
+
+  // The lock's validated name, e.g. "bbs/board/3". Empty for a default-constructed guard.
+  const std::string& name() const;
+  Mode mode() const;
+  // Fencing epoch handed out by the backend at acquire time: strictly increasing per name for
+  // lease backends; for `local` a process-unique counter.
+  uint64_t epoch() const;
+
+  // True while this guard holds its lock (false after release(), after the request ended,
+  // after the lock was revoked, or for a moved-from / default guard).
+  bool held() const;
+
+  // Fencing: asks the backend, right now, whether this guard still holds its lock. Returns
+  // an empty error_code if it does; Errc::kFenceLost / kReleased / kRevoked otherwise. Storage
+  // calls it right before a commit becomes visible.
+  std::error_code verify() const;
+
+  // Releases now (idempotent). Prefer letting the guard leave scope.
+  void release();
+
+  explicit operator bool() const { return held(); }
+
+ protected:
+  explicit Guard(detail::HeldLockPtr held);
+
+ private:
+  friend class LockContext;
+  friend class LockSet;
+  detail::HeldLockPtr held_;
+};
+
+// Held in shared mode: lets its holder read the data the lock protects.
+class SharedGuard : public Guard {
+ public:
+  SharedGuard() = default;
+
+ private:
+  friend class LockContext;
+  using Guard::Guard;
+};
+
+// Held in exclusive mode: lets its holder read and commit the data the lock protects.
+class ExclusiveGuard : public Guard {
+ public:
+  ExclusiveGuard() = default;
+
+ private:
+  friend class LockContext;
+  using Guard::Guard;
+};
+
+}  // namespace kagi::lock
