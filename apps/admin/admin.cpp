@@ -115,4 +115,22 @@ void mount_admin(App& app) {
   });
 }
 
+namespace {
+
+using enum config::KeyType;
+
+// The [admin] section of the conf (conf/kagi.toml documents each key at length).
+constexpr config::KeySpec kAdminKeys[] = {
+    config::KeySpec{"admin.htpasswd", kString, "", 0, 0, "",
+                    "htpasswd file (bcrypt, htpasswd -B) for /admin/; empty = admin routes off"},
+    config::KeySpec{"admin.allow", kStringList, "127.0.0.1,::1", 0, 0, "",
+                    "client addresses allowed to reach /admin/"},
+};
+
+}  // namespace
+
+AppModule admin_module() {
+  return {"admin", kAdminKeys, "the lock-status admin pages (/admin/)", mount_admin};
+}
+
 }  // namespace kagi::apps

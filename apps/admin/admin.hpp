@@ -8,11 +8,15 @@
 #pragma once
 
 #include <kagi/app/app.hpp>
+#include <kagi/app/app_module.hpp>
 
 namespace kagi::apps {
 
 // Mounts the admin routes and starts this process's stats publisher (admin/host_stats.hpp), so
 // pages served by any worker show every worker's counters. Call after any fork().
 void mount_admin(App& app);
+
+// The app with its [admin] conf keys, for kagi::serve.
+AppModule admin_module();
 
 }  // namespace kagi::apps

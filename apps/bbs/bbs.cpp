@@ -369,4 +369,29 @@ void mount_bbs(App& app) {
         [s](Request& req, Context& ctx) { return posts_json(*s, req, ctx); });
 }
 
+namespace {
+
+using enum config::KeyType;
+
+// The [bbs] section of the conf (conf/kagi.toml documents each key at length).
+constexpr config::KeySpec kBbsKeys[] = {
+    config::KeySpec{"bbs.boards", kStringList, "general", 0, 0, "", "board names"},
+    config::KeySpec{"bbs.keep", kInt, "1000", 1, 10000000, "", "posts kept per board"},
+    config::KeySpec{"bbs.page_size", kInt, "20", 1, 1000, "", "posts per page"},
+    config::KeySpec{"bbs.flood_interval_s", kInt, "10", 0, 86400, "",
+                    "least seconds between posts from one client address (0 = off)"},
+    config::KeySpec{"bbs.max_name_chars", kInt, "64", 1, 10000, "", "longest name"},
+    config::KeySpec{"bbs.max_subject_chars", kInt, "120", 1, 10000, "", "longest subject"},
+    config::KeySpec{"bbs.max_body_chars", kInt, "8000", 1, 1000000, "", "longest post body"},
+    config::KeySpec{
+        "bbs.delete_tries_per_client", kInt, "10", 0, 1000000, "",
+        "delete password checks per minute from one client address (0 = no limit); more → 429"},
+    config::KeySpec{"bbs.delete_tries_per_post", kInt, "10", 0, 1000000, "",
+                    "delete password checks per minute on one post (0 = no limit); more → 429"},
+};
+
+}  // namespace
+
+AppModule bbs_module() { return {"bbs", kBbsKeys, "the sample bulletin board (/bbs/)", mount_bbs}; }
+
 }  // namespace kagi::apps

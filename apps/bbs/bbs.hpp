@@ -10,9 +10,13 @@
 #pragma once
 
 #include <kagi/app/app.hpp>
+#include <kagi/app/app_module.hpp>
 
 namespace kagi::apps {
 
 void mount_bbs(App& app);
+
+// The app with its [bbs] conf keys, for kagi::serve.
+AppModule bbs_module();
 
 }  // namespace kagi::apps

@@ -499,4 +499,28 @@ void mount_chat(App& app) {
   r.get("/chat/{room}/who", api(c, who));
 }
 
+namespace {
+
+using enum config::KeyType;
+
+// The [chat] section of the conf (conf/kagi.toml documents each key at length).
+constexpr config::KeySpec kChatKeys[] = {
+    config::KeySpec{"chat.rooms", kStringList, "lobby", 0, 0, "", "room names"},
+    config::KeySpec{"chat.keep", kInt, "200", 1, 1000000, "", "messages kept per room"},
+    config::KeySpec{"chat.say_per_minute", kInt, "30", 0, 60000, "",
+                    "messages one client address may say per minute, host-wide, after its burst; "
+                    "beyond → 429 (0 = no limit)"},
+    config::KeySpec{"chat.say_burst", kInt, "10", 1, 100000, "",
+                    "messages one client address may say at once before say_per_minute applies"},
+    config::KeySpec{
+        "chat.max_waiters", kInt, "512", 1, 1000000, "",
+        "long-polls parked at once per process (each holds a connection); beyond → 429"},
+    config::KeySpec{"chat.max_waiters_per_client", kInt, "16", 1, 1000000, "",
+                    "long-polls parked at once per process from one client address; beyond → 429"},
+};
+
+}  // namespace
+
+AppModule chat_module() { return {"chat", kChatKeys, "the sample chat (/chat/)", mount_chat}; }
+
 }  // namespace kagi::apps

@@ -22,9 +22,13 @@
 #pragma once
 
 #include <kagi/app/app.hpp>
+#include <kagi/app/app_module.hpp>
 
 namespace kagi::apps {
 
 void mount_chat(App& app);
+
+// The app with its [chat] conf keys, for kagi::serve.
+AppModule chat_module();
 
 }  // namespace kagi::apps

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include <kagi/config/config.hpp>
 #include <kagi/lock/errors.hpp>
 #include <kagi/lock/lock_service.hpp>
+#include <kagi/serve/command_line.hpp>
 #include <kagi/store/data_dir.hpp>
 #include "fsck/fsck.hpp"
 
@@ -32,11 +32,6 @@ constexpr const char* kUsage =
     "intact records, under the lock the apps use for it (the site may keep running). A log no\n"
     "app lock is known for is repaired only with --offline: stop the site first.\n"
     "Exit: 0 clean, 1 damage left, 3 damage repaired, 2 usage or config error.\n";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "kagi-fsck: " << message << "\n" << kUsage;
-  std::exit(2);
-}
 
 std::string utc_stamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -61,40 +56,25 @@ void print(const LogReport& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::optional<std::string> conf_file, data_dir;
-  std::vector<std::string> overrides;
+  kagi::CommandLine args(argc, argv, "kagi-fsck", kUsage);
+  std::optional<std::string> data_dir;
   bool do_repair = false, offline = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--conf") {
-      conf_file = value();
-    } else if (arg == "--set") {
-      overrides.push_back(value());
-    } else if (arg == "--data") {
-      data_dir = value();
-    } else if (arg == "--repair") {
+  while (args.next()) {
+    if (args.take_conf_flags()) continue;
+    if (args.is("--data")) {
+      data_dir = args.value();
+    } else if (args.is("--repair")) {
       do_repair = true;
-    } else if (arg == "--offline") {
+    } else if (args.is("--offline")) {
       offline = true;
-    } else if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
     } else {
-      usage_error("unknown argument '" + arg + "'");
+      args.refuse();
     }
   }
-  if (offline && !do_repair) usage_error("--offline only goes with --repair");
-  kagi::Config conf;
-  try {
-    conf = kagi::Config::load(conf_file, overrides);
-  } catch (const kagi::ConfigError& e) {
-    std::cerr << "kagi-fsck: " << e.what() << "\n";
-    return 2;
-  }
+  if (offline && !do_repair) args.usage_error("--offline only goes with --repair");
+  // The site's conf file names its apps' sections too; only the framework's are read here.
+  const kagi::Config conf =
+      args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
   const std::string dir = data_dir.value_or(conf.get_string("data.dir"));
 
   std::vector<std::string> errors;

@@ -90,4 +90,23 @@ void mount_test_routes(App& app) {
   });
 }
 
+namespace {
+
+using enum config::KeyType;
+
+// The [test] section of the conf (conf/kagi.toml documents each key at length).
+constexpr config::KeySpec kTestKeys[] = {
+    config::KeySpec{"test.routes", kBool, "false", 0, 0, "",
+                    "mount /_test/ routes used by the integration tests"},
+};
+
+}  // namespace
+
+// The routes are mounted only when test.routes is on.
+AppModule test_routes_module() {
+  return {"test", kTestKeys, "test hooks: never on in production", [](App& app) {
+            if (app.conf().get_bool("test.routes")) mount_test_routes(app);
+          }};
+}
+
 }  // namespace kagi::apps

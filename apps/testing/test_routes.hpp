@@ -15,9 +15,13 @@
 #pragma once
 
 #include <kagi/app/app.hpp>
+#include <kagi/app/app_module.hpp>
 
 namespace kagi::apps {
 
 void mount_test_routes(App& app);
+
+// The app with its [test] conf keys, for kagi::serve.
+AppModule test_routes_module();
 
 }  // namespace kagi::apps

@@ -5,11 +5,9 @@
 //
 // Exit codes: 0 (also when nothing is held), 2 for a bad command line or config.
 #include <iostream>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include <kagi/config/config.hpp>
+#include <kagi/serve/command_line.hpp>
 #include "admin/status.hpp"
 
 namespace {
@@ -19,43 +17,22 @@ constexpr const char* kUsage =
     "Prints the locks held and waited for by every kagi process on this host (from\n"
     "locks.dir); --json prints the /admin/locks.json document instead.\n";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "kagi-locks: " << message << "\n" << kUsage;
-  std::exit(2);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::optional<std::string> conf_file;
-  std::vector<std::string> overrides;
+  kagi::CommandLine args(argc, argv, "kagi-locks", kUsage);
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--conf") {
-      conf_file = value();
-    } else if (arg == "--set") {
-      overrides.push_back(value());
-    } else if (arg == "--json") {
+  while (args.next()) {
+    if (args.take_conf_flags()) continue;
+    if (args.is("--json")) {
       json = true;
-    } else if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
     } else {
-      usage_error("unknown argument '" + arg + "'");
+      args.refuse();
     }
   }
-  kagi::Config conf;
-  try {
-    conf = kagi::Config::load(conf_file, overrides);
-  } catch (const kagi::ConfigError& e) {
-    std::cerr << "kagi-locks: " << e.what() << "\n";
-    return 2;
-  }
+  // The site's conf file names its apps' sections too; only the framework's are read here.
+  const kagi::Config conf =
+      args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
   const auto status = kagi::apps::admin::collect_status(conf.get_string("locks.dir"));
   std::cout << (json ? kagi::apps::admin::to_json(status) + "\n"
                      : kagi::apps::admin::to_text(status));

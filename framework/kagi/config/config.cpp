@@ -12,15 +12,6 @@ namespace {
 using config::KeySpec;
 using config::KeyType;
 
-const KeySpec& spec_or_throw(std::string_view key) {
-  const KeySpec* spec = config::find_key(key);
-  if (!spec) {
-    throw ConfigError("unknown config key '" + std::string(key) +
-                      "': see conf/kagi.toml for the keys kagi knows");
-  }
-  return *spec;
-}
-
 std::string trim(std::string_view s) {
   size_t b = s.find_first_not_of(" \t");
   if (b == std::string_view::npos) return "";
@@ -133,17 +124,46 @@ const T& typed(const std::map<std::string, Config::Value, std::less<>>& values,
 
 }  // namespace
 
-Config Config::defaults() {
-  Config conf;
-  for (const auto& spec : config::schema()) {
-    conf.values_[std::string(spec.key)] = parse_text(spec, spec.default_text);
+const KeySpec& Config::spec_or_throw(std::string_view key) const {
+  if (const KeySpec* spec = schema_->find(key)) return *spec;
+  const std::string_view section = key.substr(0, key.find('.'));
+  if (key.find('.') == std::string_view::npos) {
+    throw ConfigError("config key '" + std::string(key) + "' needs a section: section.key");
   }
-  return conf;
+  if (!schema_->has_section(section)) {
+    throw ConfigError("unknown config key '" + std::string(key) + "': no section [" +
+                      std::string(section) +
+                      "] (no mounted app declares it); --help-conf lists every section and key");
+  }
+  throw ConfigError("unknown config key '" + std::string(key) + "' in [" + std::string(section) +
+                    "]; --help-conf lists every key with its default");
 }
+
+Config::Config() : Config(config::Schema::framework()) {}
+
+Config::Config(config::Schema schema)
+    : schema_(std::make_shared<const config::Schema>(std::move(schema))) {
+  for (const auto& spec : schema_->keys()) {
+    values_[std::string(spec.key)] = parse_text(spec, spec.default_text);
+  }
+}
+
+Config Config::defaults() { return Config(); }
+
+Config Config::defaults(config::Schema schema) { return Config(std::move(schema)); }
 
 Config Config::load(const std::optional<std::string>& file,
                     const std::vector<std::string>& overrides) {
-  Config conf = defaults();
+  return load(config::Schema::framework(), file, overrides);
+}
+
+Config Config::load(config::Schema schema, const std::optional<std::string>& file,
+                    const std::vector<std::string>& overrides, OtherSections other_sections) {
+  Config conf = defaults(std::move(schema));
+  const bool skip_other = other_sections == OtherSections::kSkip;
+  auto declared = [&](std::string_view key) {
+    return conf.schema_->has_section(key.substr(0, key.find('.')));
+  };
   if (file) {
     toml::value root;
     try {
@@ -157,9 +177,10 @@ Config Config::load(const std::optional<std::string>& file,
         throw ConfigError("config file " + *file + ": '" + section +
                           "' must be a [section], not a value");
       }
+      if (skip_other && !conf.schema_->has_section(section)) continue;
       for (const auto& [name, value] : table.as_table()) {
         std::string key = section + "." + name;
-        const KeySpec& spec = spec_or_throw(key);
+        const KeySpec& spec = conf.spec_or_throw(key);
         conf.values_[key] = from_toml(spec, value);
       }
     }
@@ -169,8 +190,9 @@ Config Config::load(const std::optional<std::string>& file,
     if (eq == std::string::npos) {
       throw ConfigError("--set needs section.key=value, got '" + assignment + "'");
     }
-    conf.set(trim(std::string_view(assignment).substr(0, eq)),
-             trim(std::string_view(assignment).substr(eq + 1)));
+    const std::string key = trim(std::string_view(assignment).substr(0, eq));
+    if (skip_other && !declared(key)) continue;
+    conf.set(key, trim(std::string_view(assignment).substr(eq + 1)));
   }
   return conf;
 }

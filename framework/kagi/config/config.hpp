@@ -1,20 +1,24 @@
 // config/config.hpp — kagi's configuration: conf/kagi.toml, typed and validated.
 //
-// Every key kagi knows is declared once, with its type, default and meaning, in
-// config/schema.cpp; conf/kagi.toml documents the same keys. Loading applies, in order:
-// the defaults, the TOML file (--conf FILE), then each --set section.key=value. An unknown
-// key or a value of the wrong type or range is a ConfigError that names the key and says
-// what is expected; kagi-demo reports it and exits 2.
+// Every key is declared once, with its type, default and meaning, in a config::Schema: the
+// framework's sections (config/schema.cpp) plus one section per mounted app (declared by the
+// app, see app/site.hpp); conf/kagi.toml documents the sample site's keys. Loading applies,
+// in order: the defaults, the TOML file (--conf FILE), then each --set section.key=value. An
+// unknown key or a value of the wrong type or range is a ConfigError that names the key and
+// says what is expected; kagi::serve reports it and exits 2.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include <kagi/config/schema.hpp>
 
 namespace kagi {
 
@@ -27,11 +31,27 @@ class Config {
  public:
   using Value = std::variant<bool, int64_t, std::string, std::vector<std::string>>;
 
-  // The embedded defaults only (what scripts/demo runs with).
+  // What load() does with a section the schema does not declare: refuse it (a site's own
+  // program), or skip it (a tool such as kagi-locks that reads a site's conf file for the
+  // framework's sections and knows nothing of the site's apps). Keys of a declared section
+  // are always checked.
+  enum class OtherSections { kRefuse, kSkip };
+
+  // The framework sections' defaults (as defaults()).
+  Config();
+
+  // The defaults of every key of `schema` (framework sections only when not given).
   static Config defaults();
+  static Config defaults(config::Schema schema);
   // Defaults, then `file` if given, then each "section.key=value" override.
   static Config load(const std::optional<std::string>& file,
                      const std::vector<std::string>& overrides);
+  static Config load(config::Schema schema, const std::optional<std::string>& file,
+                     const std::vector<std::string>& overrides,
+                     OtherSections other_sections = OtherSections::kRefuse);
+
+  // The keys this configuration knows.
+  const config::Schema& schema() const { return *schema_; }
 
   // Sets one key from its text form (as given to --set); lists are comma-separated.
   void set(std::string_view key, std::string_view text);
@@ -47,6 +67,10 @@ class Config {
   std::string dump() const;
 
  private:
+  explicit Config(config::Schema schema);
+  const config::KeySpec& spec_or_throw(std::string_view key) const;
+
+  std::shared_ptr<const config::Schema> schema_;
   std::map<std::string, Value, std::less<>> values_;
 };
 

@@ -1,6 +1,8 @@
 #include <kagi/config/schema.hpp>
 
 #include <array>
+#include <stdexcept>
+#include <string>
 
 namespace kagi::config {
 namespace {
@@ -66,48 +68,115 @@ constexpr std::array kKeys{
     KeySpec{"security.secret_file", kString, "", 0, 0, "",
             "server secret (CSRF tokens, BBS client tags), made 0600 on first start; empty = "
             "secret.key in data.dir"},
-    // test hooks: never on in production
-    KeySpec{"test.routes", kBool, "false", 0, 0, "",
-            "mount /_test/ routes used by the integration tests"},
-    // apps
-    KeySpec{"bbs.boards", kStringList, "general", 0, 0, "", "board names"},
-    KeySpec{"bbs.keep", kInt, "1000", 1, 10000000, "", "posts kept per board"},
-    KeySpec{"bbs.page_size", kInt, "20", 1, 1000, "", "posts per page"},
-    KeySpec{"bbs.flood_interval_s", kInt, "10", 0, 86400, "",
-            "least seconds between posts from one client address (0 = off)"},
-    KeySpec{"bbs.max_name_chars", kInt, "64", 1, 10000, "", "longest name"},
-    KeySpec{"bbs.max_subject_chars", kInt, "120", 1, 10000, "", "longest subject"},
-    KeySpec{"bbs.max_body_chars", kInt, "8000", 1, 1000000, "", "longest post body"},
-    KeySpec{"bbs.delete_tries_per_client", kInt, "10", 0, 1000000, "",
-            "delete password checks per minute from one client address (0 = no limit); more → 429"},
-    KeySpec{"bbs.delete_tries_per_post", kInt, "10", 0, 1000000, "",
-            "delete password checks per minute on one post (0 = no limit); more → 429"},
-    KeySpec{"chat.rooms", kStringList, "lobby", 0, 0, "", "room names"},
-    KeySpec{"chat.keep", kInt, "200", 1, 1000000, "", "messages kept per room"},
-    KeySpec{"chat.say_per_minute", kInt, "30", 0, 60000, "",
-            "messages one client address may say per minute, host-wide, after its burst; "
-            "beyond → 429 (0 = no limit)"},
-    KeySpec{"chat.say_burst", kInt, "10", 1, 100000, "",
-            "messages one client address may say at once before say_per_minute applies"},
-    KeySpec{"chat.max_waiters", kInt, "512", 1, 1000000, "",
-            "long-polls parked at once per process (each holds a connection); beyond → 429"},
-    KeySpec{"chat.max_waiters_per_client", kInt, "16", 1, 1000000, "",
-            "long-polls parked at once per process from one client address; beyond → 429"},
-    KeySpec{"admin.htpasswd", kString, "", 0, 0, "",
-            "htpasswd file (bcrypt, htpasswd -B) for /admin/; empty = admin routes off"},
-    KeySpec{"admin.allow", kStringList, "127.0.0.1,::1", 0, 0, "",
-            "client addresses allowed to reach /admin/"},
 };
+
+struct FrameworkSection {
+  std::string_view name;
+  std::string_view doc;
+};
+constexpr std::array kFrameworkSections{
+    FrameworkSection{"server", "the front ends: threads, listen address, connections"},
+    FrameworkSection{"limits", "bounds on what a client may send"},
+    FrameworkSection{"locks", "the lock service"},
+    FrameworkSection{"data", "the data directory"},
+    FrameworkSection{"templates", "HTML templates"},
+    FrameworkSection{"log", "logging"},
+    FrameworkSection{"security", "response headers and the server secret"},
+};
+
+std::string_view section_of(std::string_view key) { return key.substr(0, key.find('.')); }
+
+std::string type_text(const KeySpec& spec) {
+  switch (spec.type) {
+    case KeyType::kBool:
+      return "true|false";
+    case KeyType::kInt:
+      return "integer " + std::to_string(spec.min) + ".." + std::to_string(spec.max);
+    case KeyType::kString:
+      return spec.choices.empty() ? "string" : std::string(spec.choices);
+    case KeyType::kStringList:
+      return "list of strings";
+  }
+  return "?";
+}
+
+// The default as it would be written in a TOML file.
+std::string toml_default(const KeySpec& spec) {
+  auto quote = [](std::string_view text) { return "\"" + std::string(text) + "\""; };
+  if (spec.type == KeyType::kString) return quote(spec.default_text);
+  if (spec.type != KeyType::kStringList) return std::string(spec.default_text);
+  std::string out = "[";
+  std::string_view rest = spec.default_text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    out += (out.size() > 1 ? ", " : "") + quote(rest.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out + "]";
+}
 
 }  // namespace
 
-std::span<const KeySpec> schema() { return kKeys; }
+Schema Schema::framework() {
+  Schema schema;
+  for (const auto& section : kFrameworkSections) {
+    schema.sections_.push_back({std::string(section.name), std::string(section.doc)});
+  }
+  schema.keys_.assign(kKeys.begin(), kKeys.end());
+  return schema;
+}
 
-const KeySpec* find_key(std::string_view key) {
-  for (const auto& spec : kKeys) {
+void Schema::add_section(std::string_view section, std::span<const KeySpec> keys,
+                         std::string_view doc) {
+  if (section.empty() || section.find('.') != std::string_view::npos) {
+    throw std::logic_error("config section name '" + std::string(section) +
+                           "' must be one word without dots");
+  }
+  if (has_section(section)) {
+    throw std::logic_error("config section [" + std::string(section) +
+                           "] is declared twice: two apps cannot share a section");
+  }
+  for (const auto& spec : keys) {
+    if (section_of(spec.key) != section || spec.key.size() <= section.size() + 1) {
+      throw std::logic_error("config key '" + std::string(spec.key) + "' is not of the form " +
+                             std::string(section) + ".<name>");
+    }
+    if (find(spec.key)) {
+      throw std::logic_error("config key '" + std::string(spec.key) + "' is declared twice");
+    }
+  }
+  sections_.push_back({std::string(section), std::string(doc)});
+  keys_.insert(keys_.end(), keys.begin(), keys.end());
+}
+
+const KeySpec* Schema::find(std::string_view key) const {
+  for (const auto& spec : keys_) {
     if (spec.key == key) return &spec;
   }
   return nullptr;
+}
+
+bool Schema::has_section(std::string_view section) const {
+  for (const auto& s : sections_) {
+    if (s.name == section) return true;
+  }
+  return false;
+}
+
+std::string Schema::describe() const {
+  std::string out;
+  for (const auto& section : sections_) {
+    if (!out.empty()) out += "\n";
+    if (!section.doc.empty()) out += "# " + section.doc + "\n";
+    out += "[" + section.name + "]\n";
+    for (const auto& spec : keys_) {
+      if (section_of(spec.key) != section.name) continue;
+      out += std::string(spec.key.substr(section.name.size() + 1)) + " = " + toml_default(spec) +
+             "  # " + type_text(spec) + ": " + std::string(spec.doc) + "\n";
+    }
+  }
+  return out;
 }
 
 }  // namespace kagi::config

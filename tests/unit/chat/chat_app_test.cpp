@@ -50,8 +50,9 @@ class ChatAppTest : public ::testing::Test {
                 {"templates.dir=" + std::string(KAGI_SOURCE_DIR) + "/templates",
                  "locks.dir=" + (root_ / "locks").string(), "data.dir=" + (root_ / "data").string(),
                  "data.fsync=never", "log.access=false", "chat.rooms=lobby"});
-    app_ = std::make_unique<App>(Config::load(std::nullopt, sets));
-    mount_chat(*app_);
+    const AppModule chat = chat_module();
+    app_ = std::make_unique<App>(Config::load(schema_for({&chat, 1}), std::nullopt, sets));
+    chat.mount(*app_);
     // A token this app signed, as a browser gets it: from the cookie of a first page.
     for (const auto& cookie : run(get("/chat/lobby/who")).cookies) {
       if (cookie.name == "kagi_csrf") token_ = cookie.value;
