@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include <kagi/store/numbered_log.hpp>
 #include "bbs/post.hpp"
-#include "common/numbered_log.hpp"
 
 namespace kagi::apps::bbs {
 
@@ -22,9 +22,9 @@ inline std::string board_log_path(std::string_view board) {
 
 // items: the posts, oldest first, at most bbs.keep, valid while the board's lock is held;
 // last_id: the highest id ever given.
-using BoardState = NumberedLog<Post>;
+using BoardState = store::NumberedLog<Post>;
 // This process's decoded boards (one per app: bbs.keep posts each).
-using BoardCache = NumberedLogCache<Post>;
+using BoardCache = store::NumberedLogCache<Post>;
 
 inline std::unique_ptr<BoardCache> make_board_cache(size_t keep) {
   return std::make_unique<BoardCache>(keep, &decode);
@@ -40,13 +40,13 @@ inline BoardState read_board(BoardCache& cache, const store::DataDir& data,
 inline void add_post(store::DataDir& data, const lock::ExclusiveGuard& guard,
                      std::string_view board, const BoardState& state, const Post& post,
                      size_t keep) {
-  add_numbered(data, guard, board_log_path(board), state, post, keep);
+  store::add_numbered(data, guard, board_log_path(board), state, post, keep);
 }
 
 // Rewrites the board with `posts` (after a delete), keeping last_id.
 inline void replace_posts(store::DataDir& data, const lock::ExclusiveGuard& guard,
                           std::string_view board, std::span<const Post> posts, int64_t last_id) {
-  replace_numbered(data, guard, board_log_path(board), posts, last_id);
+  store::replace_numbered(data, guard, board_log_path(board), posts, last_id);
 }
 
 }  // namespace kagi::apps::bbs

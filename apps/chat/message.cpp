@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include <kagi/store/record_fields.hpp>
 #include <kagi/util/json.hpp>
-#include "common/fields.hpp"
 
 namespace kagi::apps::chat {
 namespace {
@@ -14,14 +14,14 @@ constexpr std::string_view kTag = "m1";  // record format version
 }  // namespace
 
 std::string encode(const Message& m) {
-  return join_fields({kTag, std::to_string(m.id), std::to_string(m.time), m.name, m.text});
+  return store::join_fields({kTag, std::to_string(m.id), std::to_string(m.time), m.name, m.text});
 }
 
 std::optional<Message> decode(std::string_view record) {
-  auto fields = split_fields(record, 5);
+  auto fields = store::split_fields(record, 5);
   if (!fields || (*fields)[0] != kTag) return std::nullopt;
-  auto id = parse_int((*fields)[1]);
-  auto time = parse_int((*fields)[2]);
+  auto id = store::parse_int((*fields)[1]);
+  auto time = store::parse_int((*fields)[2]);
   if (!id || *id <= 0 || !time) return std::nullopt;
   return Message{
       .id = *id, .time = *time, .name = std::move((*fields)[3]), .text = std::move((*fields)[4])};

@@ -17,8 +17,8 @@
 
 #include <kagi/lock/guard.hpp>
 #include <kagi/store/data_dir.hpp>
+#include <kagi/store/numbered_log.hpp>
 #include "chat/message.hpp"
-#include "common/numbered_log.hpp"
 
 namespace kagi::apps::chat {
 
@@ -31,9 +31,9 @@ inline constexpr std::string_view kRoomsFolder = "chat/rooms";
 
 // items: the messages, oldest first, at most chat.keep, valid while the room's lock is held;
 // last_id: the highest id ever given.
-using RoomState = NumberedLog<Message>;
+using RoomState = store::NumberedLog<Message>;
 // This process's decoded rooms (one per app: chat.keep messages each).
-using RoomCache = NumberedLogCache<Message>;
+using RoomCache = store::NumberedLogCache<Message>;
 
 inline std::unique_ptr<RoomCache> make_room_cache(size_t keep) {
   return std::make_unique<RoomCache>(keep, &decode);
@@ -49,7 +49,7 @@ inline RoomState read_room(RoomCache& cache, const store::DataDir& data, const l
 inline void add_message(store::DataDir& data, const lock::ExclusiveGuard& guard,
                         std::string_view room, const RoomState& state, const Message& message,
                         size_t keep) {
-  add_numbered(data, guard, room_log_path(room), state, message, keep);
+  store::add_numbered(data, guard, room_log_path(room), state, message, keep);
 }
 
 }  // namespace kagi::apps::chat

@@ -4,7 +4,7 @@
 #include <ctime>
 
 #include <kagi/app/http_error.hpp>
-#include "common/fields.hpp"
+#include <kagi/store/record_fields.hpp>
 
 namespace kagi::apps {
 
@@ -25,7 +25,7 @@ std::string format_utc(int64_t unix_s, const char* format) {
 
 int64_t int_arg(std::string_view text, int64_t fallback, int64_t min, int64_t max) {
   if (text.empty()) return fallback;
-  auto v = parse_int(text);
+  auto v = store::parse_int(text);
   if (!v || *v < min || *v > max) {
     throw HttpError(400, "expected a whole number from " + std::to_string(min) + " to " +
                              std::to_string(max) + ", got '" + std::string(text) + "'");

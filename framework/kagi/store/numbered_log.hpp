@@ -1,4 +1,4 @@
-// apps/common/numbered_log.hpp — items with increasing ids (posts, chat messages) kept in one
+// store/numbered_log.hpp — items with increasing ids (posts, chat messages) kept in one
 // append-only log under data.dir, with bounded retention, and a per-process decoded copy of
 // each log kept current as the log grows.
 //
@@ -12,7 +12,7 @@
 // given, so ids are never reused (a client reading "since id N" never misses or repeats one).
 //
 // Reading goes through a NumberedLogCache: it remembers the items it decoded and where it
-// stopped in the file (store::LogCursor), so a read decodes only the records appended since
+// stopped in the file (LogCursor), so a read decodes only the records appended since
 // (by any process). A replaced log (a compaction or a delete, by any process) is read again
 // from the start.
 //
@@ -33,9 +33,9 @@
 
 #include <kagi/lock/guard.hpp>
 #include <kagi/store/data_dir.hpp>
-#include "common/fields.hpp"
+#include <kagi/store/record_fields.hpp>
 
-namespace kagi::apps {
+namespace kagi::store {
 
 // A log as read under a guard. `items` points into the cache: it is valid while the guard it
 // was read under is held (the cached copy changes only when the file does, and nobody can
@@ -66,8 +66,7 @@ class NumberedLogCache {
 
   // Reads the log at `path` under `guard` (shared or exclusive). Throws store::StoreError on
   // I/O errors.
-  NumberedLog<Item> read(const store::DataDir& data, const lock::Guard& guard,
-                         std::string_view path) {
+  NumberedLog<Item> read(const DataDir& data, const lock::Guard& guard, std::string_view path) {
     std::shared_ptr<Entry> entry = entry_for(path, guard.name());
     if (!entry) {
       // An unusual caller (another lock than this file's usual one, or a flood of paths):
@@ -76,7 +75,7 @@ class NumberedLogCache {
       entry->lock = guard.name();
     }
     std::lock_guard lock(entry->mu);
-    store::LogCursor cursor = entry->cursor;
+    LogCursor cursor = entry->cursor;
     store::LogTail tail = data.read_log_since(guard, path, cursor).value();
     try {
       apply(*entry, tail);
@@ -87,7 +86,7 @@ class NumberedLogCache {
       entry->items.clear();
       entry->last_id = 0;
       entry->records = 0;
-      entry->cursor = store::LogCursor{};
+      entry->cursor = LogCursor{};
       throw;
     }
     entry->cursor = cursor;
@@ -104,7 +103,7 @@ class NumberedLogCache {
   struct Entry {
     std::mutex mu;
     std::string lock;  // the lock this path is read under
-    store::LogCursor cursor;
+    LogCursor cursor;
     // Oldest first. Up to 2 × keep, trimmed to keep when full, so that dropping the oldest
     // item is not a shift of the whole vector per append; readers see the newest `keep`.
     std::vector<Item> items;
@@ -181,8 +180,8 @@ class NumberedLogCache {
 
 // Rewrites the log with `items`, keeping `last_id` (after a delete, or to compact).
 template <typename Item>
-void replace_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard,
-                      std::string_view path, std::span<const Item> items, int64_t last_id) {
+void replace_numbered(DataDir& data, const lock::ExclusiveGuard& guard, std::string_view path,
+                      std::span<const Item> items, int64_t last_id) {
   std::vector<std::string> records;
   records.reserve(items.size() + 1);
   records.push_back(join_fields({detail::kHighWaterTag, std::to_string(last_id)}));
@@ -193,7 +192,7 @@ void replace_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard,
 // Adds `item` (its id must be log.last_id + 1), compacting as described above. `log` was
 // read under `guard`.
 template <typename Item>
-void add_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard, std::string_view path,
+void add_numbered(DataDir& data, const lock::ExclusiveGuard& guard, std::string_view path,
                   const NumberedLog<Item>& log, const Item& item, size_t keep) {
   if (log.records + 1 <= 2 * keep) {
     data.append(guard, path, encode(item)).check();
@@ -205,4 +204,4 @@ void add_numbered(store::DataDir& data, const lock::ExclusiveGuard& guard, std::
   replace_numbered(data, guard, path, std::span<const Item>(items), item.id);
 }
 
-}  // namespace kagi::apps
+}  // namespace kagi::store

@@ -1,6 +1,6 @@
-// apps/common/fields.hpp — one record of tab-separated fields, the on-disk form of a post or
-// a chat message. In each field '\\', tab and newline are escaped, so any text fits in one
-// record and a record never spans lines.
+// store/record_fields.hpp — one record of tab-separated fields, the on-disk form of an item in a
+// log (a post, a chat message). In each field '\\', tab and newline are escaped, so any text fits
+// in one record and a record never spans lines.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kagi::apps {
+namespace kagi::store {
 
 // The fields joined by tabs, each escaped.
 std::string join_fields(std::initializer_list<std::string_view> fields);
@@ -22,4 +22,4 @@ std::optional<std::vector<std::string>> split_fields(std::string_view record, si
 // A whole decimal integer, or nullopt.
 std::optional<int64_t> parse_int(std::string_view text);
 
-}  // namespace kagi::apps
+}  // namespace kagi::store

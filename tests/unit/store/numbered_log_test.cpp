@@ -1,4 +1,4 @@
-#include "common/numbered_log.hpp"
+#include <kagi/store/numbered_log.hpp>
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <kagi/lock/lock_service.hpp>
 #include "../support/temp_dir.hpp"
 
-namespace kagi::apps {
+namespace kagi::store {
 
 // A minimal item: an id and a text (found by argument-dependent lookup, like Post and Message).
 struct Note {
@@ -174,4 +174,4 @@ TEST_F(NumberedLogTest, AnotherLockGetsAPrivateCopy) {
 }
 
 }  // namespace
-}  // namespace kagi::apps
+}  // namespace kagi::store

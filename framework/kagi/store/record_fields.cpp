@@ -1,8 +1,8 @@
-#include "common/fields.hpp"
+#include <kagi/store/record_fields.hpp>
 
 #include <charconv>
 
-namespace kagi::apps {
+namespace kagi::store {
 namespace {
 
 void append_escaped(std::string& out, std::string_view text) {
@@ -87,4 +87,4 @@ std::optional<int64_t> parse_int(std::string_view text) {
   return v;
 }
 
-}  // namespace kagi::apps
+}  // namespace kagi::store
