@@ -32,6 +32,7 @@
 #include <kagi/app/csrf.hpp>
 #include <kagi/app/http_error.hpp>
 #include <kagi/http/form.hpp>
+#include <kagi/http/json_body.hpp>
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_dir.hpp>
@@ -40,7 +41,6 @@
 #include <kagi/util/utf8.hpp>
 #include <kagi/view/views.hpp>
 #include "chat/flood.hpp"
-#include "chat/json_body.hpp"
 #include "chat/parking.hpp"
 #include "chat/presence.hpp"
 #include "chat/room.hpp"
@@ -231,7 +231,7 @@ SayInput read_say(const Request& req) {
   std::string_view type = req.headers.get("Content-Type").value_or("");
   if (type.starts_with("application/json")) {
     std::string error;
-    auto members = chat::parse_flat_json_object(req.body, error);
+    auto members = http::parse_flat_json_object(req.body, error);
     if (!members) throw HttpError(400, "The JSON body is not usable: " + error + ".");
     auto field = [&](std::string_view key) -> std::string_view {
       auto it = members->find(key);

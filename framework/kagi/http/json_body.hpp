@@ -1,7 +1,7 @@
-// apps/chat/json_body.hpp — a small, strict parser for the chat's JSON request body: one flat
-// object whose values are all strings, e.g. {"name":"ann","text":"hi"}.
+// http/json_body.hpp — a small, strict parser for a JSON request body that is one flat object
+// whose values are all strings, e.g. {"name":"ann","text":"hi"} (what the chat posts).
 //
-// The pipeline parses only form bodies, so the chat parses JSON itself. The parser is meant
+// The pipeline parses only form bodies; a handler that takes JSON calls this. The parser is meant
 // for hostile input: it never reads out of bounds, never recurses, caps the number of keys,
 // and refuses (with a message saying what and where) anything that is not exactly a flat
 // object of strings: nested values, numbers, duplicate keys, trailing bytes, raw control
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace kagi::apps::chat {
+namespace kagi::http {
 
 struct JsonBodyLimits {
   size_t max_keys = 16;
@@ -25,4 +25,4 @@ struct JsonBodyLimits {
 std::optional<std::map<std::string, std::string, std::less<>>> parse_flat_json_object(
     std::string_view body, std::string& error, const JsonBodyLimits& limits = {});
 
-}  // namespace kagi::apps::chat
+}  // namespace kagi::http

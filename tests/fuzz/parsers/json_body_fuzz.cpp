@@ -1,4 +1,4 @@
-// Fuzzes the chat's JSON body parser (chat/json_body.hpp), meant for hostile input. Byte 0
+// Fuzzes the JSON body parser (http/json_body.hpp), meant for hostile input. Byte 0
 // picks max_keys (0..19); the rest is the body. Invariants: an answer has an error exactly
 // when it has no value; a body over max_bytes is refused; a parsed object stays within
 // max_keys and holds only valid UTF-8; and writing the parsed object back as JSON (with an
@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include <kagi/http/json_body.hpp>
 #include <kagi/util/utf8.hpp>
-#include "chat/json_body.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
@@ -36,13 +36,13 @@ std::string quoted(std::string_view s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  kagi::apps::chat::JsonBodyLimits limits;
+  kagi::http::JsonBodyLimits limits;
   limits.max_keys = data[0] % 20;
   limits.max_bytes = 4096;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   std::string error;
-  const auto parsed = kagi::apps::chat::parse_flat_json_object(body, error, limits);
+  const auto parsed = kagi::http::parse_flat_json_object(body, error, limits);
   FUZZ_CHECK(parsed.has_value() == error.empty());
   if (body.size() > limits.max_bytes) FUZZ_CHECK(!parsed);
   if (!parsed) return 0;
@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   again += "}";
   limits.max_bytes = again.size() + 1;
   std::string error2;
-  const auto reparsed = kagi::apps::chat::parse_flat_json_object(again, error2, limits);
+  const auto reparsed = kagi::http::parse_flat_json_object(again, error2, limits);
   FUZZ_CHECK(reparsed.has_value());
   FUZZ_CHECK(*reparsed == *parsed);
   return 0;

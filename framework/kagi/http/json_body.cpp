@@ -1,8 +1,8 @@
-#include "chat/json_body.hpp"
+#include <kagi/http/json_body.hpp>
 
 #include <cstdint>
 
-namespace kagi::apps::chat {
+namespace kagi::http {
 namespace {
 
 class Parser {
@@ -239,4 +239,4 @@ std::optional<std::map<std::string, std::string, std::less<>>> parse_flat_json_o
   return members;
 }
 
-}  // namespace kagi::apps::chat
+}  // namespace kagi::http

@@ -1,10 +1,10 @@
-#include "chat/json_body.hpp"
+#include <kagi/http/json_body.hpp>
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-namespace kagi::apps::chat {
+namespace kagi::http {
 namespace {
 
 std::optional<std::map<std::string, std::string, std::less<>>> parse(std::string_view body,
@@ -130,4 +130,4 @@ TEST(JsonBody, SurvivesRandomMutations) {
 }
 
 }  // namespace
-}  // namespace kagi::apps::chat
+}  // namespace kagi::http
