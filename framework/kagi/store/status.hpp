@@ -100,7 +100,9 @@ class [[nodiscard]] Result {
     status_.check();
     return *value_;
   }
-  T&& value() && {
+  // By value, so `for (auto& x : data.read_log(...).value())` is safe: a reference into the
+  // temporary Result would dangle before the loop body runs.
+  T value() && {
     status_.check();
     return std::move(*value_);
   }

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 namespace kagi::store {
 namespace {
@@ -51,6 +52,19 @@ TEST(ResultTest, ValueOrStatus) {
   EXPECT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Errc::kCorrupt);
   EXPECT_THROW(bad.value(), StoreError);
+}
+
+// A loop over the value of a temporary Result (what a handler writes over read_log()) reads
+// live data: value() on an rvalue hands out the value itself, not a reference into the
+// temporary (that one dangled before the body ran: ASan reported a use after free).
+TEST(ResultTest, ALoopOverTheValueOfATemporaryReadsLiveData) {
+  auto records = [] {
+    return Result<std::vector<std::string>>(
+        std::vector<std::string>{std::string(64, 'a'), std::string(64, 'b'), std::string(64, 'c')});
+  };
+  std::string seen;
+  for (const auto& record : records().value()) seen += record.substr(0, 1);
+  EXPECT_EQ(seen, "abc");
 }
 
 }  // namespace
