@@ -33,6 +33,11 @@ function(kagi_module name)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp
        ${CMAKE_CURRENT_SOURCE_DIR}/detail/*.cpp)
   add_library(kagi_${name} STATIC ${sources})
+  # Users link kagi::<name> (or kagi::kagi for all), from the install tree or a subproject.
+  add_library(kagi::${name} ALIAS kagi_${name})
+  set_target_properties(kagi_${name} PROPERTIES EXPORT_NAME ${name})
+  target_compile_features(kagi_${name} PUBLIC cxx_std_20)
+  set_property(GLOBAL APPEND PROPERTY KAGI_MODULE_TARGETS kagi_${name})
   target_include_directories(kagi_${name} PUBLIC $<BUILD_INTERFACE:${KAGI_INCLUDE_ROOT}>
                                                 $<INSTALL_INTERFACE:include>)
   target_link_libraries(kagi_${name} PUBLIC ${ARG_DEPS})

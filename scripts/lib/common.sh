@@ -5,15 +5,18 @@ KAGI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 JOBS="${KAGI_JOBS:-2}"
 
 # What building kagi and running kagi-demo needs.
-KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libfcgi-dev libboost-dev
-  libctemplate-dev libtoml11-dev libsqlite3-dev libpq-dev)
+KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libboost-dev libctemplate-dev
+  libtoml11-dev)
 # What scripts/demo needs on top: htpasswd for the demo's admin login.
 KAGI_DEMO_PACKAGES=(apache2-utils)
 # What the tests need on top: test frameworks, sanitizer/fuzzer runtimes, the real servers.
+# libfcgi-dev: the C FastCGI hello the HTTP benchmarks compare with; dpkg-dev: dpkg-shlibdeps,
+# with which CPack computes the .deb packages' dependencies (tests/integration/install).
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
-  nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk)
+  nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk libfcgi-dev
+  dpkg-dev doxygen)
 # What scripts/bench needs on top.
-KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache)
+KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev)
 
 log() { printf '\n== %s\n' "$*"; }
 

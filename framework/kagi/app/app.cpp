@@ -110,7 +110,8 @@ App::App(Config conf)
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(lock::LockService::create(lock_options(conf_))),
       data_(open_data_dir(conf_)),
-      views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"))),
+      views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"),
+                                           conf_.get_string("templates.fallback_dir"))),
       secret_(load_secret(conf_)),
       csrf_(secret_) {
   settings_.requests = &requests_;

@@ -2,7 +2,7 @@
 
 namespace kagi {
 
-config::Schema schema_for(std::span<const AppModule> modules) {
+config::Schema schema_for(const std::vector<AppModule>& modules) {
   config::Schema schema = config::Schema::framework();
   for (const auto& module : modules) {
     if (!module.section.empty()) schema.add_section(module.section, module.keys, module.doc);

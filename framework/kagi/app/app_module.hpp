@@ -15,6 +15,7 @@
 #include <functional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include <kagi/config/schema.hpp>
 
@@ -34,6 +35,6 @@ struct AppModule {
 };
 
 // The framework's schema plus each module's section.
-config::Schema schema_for(std::span<const AppModule> modules);
+config::Schema schema_for(const std::vector<AppModule>& modules);
 
 }  // namespace kagi

@@ -59,6 +59,9 @@ constexpr std::array kKeys{
     // templates, logging, security
     KeySpec{"templates.dir", kString, "templates", 0, 0, "",
             "folder with the HTML templates (errors/, bbs/, chat/, admin/)"},
+    KeySpec{"templates.fallback_dir", kString, "", 0, 0, "",
+            "a second folder for templates templates.dir lacks: kagi's installed ones "
+            "(share/kagi/templates: error pages) for a site of your own; empty = none"},
     KeySpec{"log.level", kString, "info", 0, 0, "debug|info|warn|error", "least log level"},
     KeySpec{"log.access", kBool, "true", 0, 0, "", "one access log line per request"},
     KeySpec{"security.csp", kString,

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <vector>
 
 namespace kagi::view {
 namespace {
@@ -46,7 +48,7 @@ void Dict::set_trusted_html(std::string_view name, std::string_view html) {
   dict_->SetValue(ts(name), ts(html));
 }
 
-Views::Views(const std::string& dir)
+Views::Views(const std::string& dir, const std::string& fallback_dir)
     : cache_(std::make_unique<ctemplate::TemplateCache>()), dir_(dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -54,18 +56,35 @@ Views::Views(const std::string& dir)
     throw ViewError("templates folder '" + dir +
                     "' not found: run from the project root or set templates.dir");
   }
+  if (!fallback_dir.empty() && !fs::is_directory(fallback_dir, ec)) {
+    throw ViewError("templates fallback folder '" + fallback_dir +
+                    "' not found: set templates.fallback_dir to kagi's installed templates "
+                    "(share/kagi/templates) or leave it empty");
+  }
   cache_->SetTemplateRootDirectory(dir);
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (!entry.is_regular_file() || entry.path().extension() != ".html") continue;
-    std::ifstream in(entry.path());
-    std::string head;
-    std::getline(in, head);
-    std::string rel = fs::relative(entry.path(), dir).string();
-    if (head.rfind(kPragma, 0) != 0) {
-      throw ViewError("template " + rel + " must start with {{%AUTOESCAPE context=\"HTML\"}}");
-    }
-    if (!cache_->LoadTemplate(ts(rel), ctemplate::STRIP_BLANK_LINES)) {
-      throw ViewError("template " + rel + " does not parse (see the ctemplate message above)");
+  std::vector<std::string> roots{dir};
+  if (!fallback_dir.empty()) {
+    cache_->AddAlternateTemplateRootDirectory(fallback_dir);
+    roots.push_back(fallback_dir);
+  }
+  std::set<std::string> loaded;
+  for (const auto& root : roots) {
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+      if (!entry.is_regular_file() || entry.path().extension() != ".html") continue;
+      std::string rel = fs::relative(entry.path(), root).string();
+      // The first folder that has a name wins (ctemplate searches the roots in this order).
+      if (!loaded.insert(rel).second) continue;
+      std::ifstream in(entry.path());
+      std::string head;
+      std::getline(in, head);
+      if (head.rfind(kPragma, 0) != 0) {
+        throw ViewError("template " + entry.path().string() +
+                        " must start with {{%AUTOESCAPE context=\"HTML\"}}");
+      }
+      if (!cache_->LoadTemplate(ts(rel), ctemplate::STRIP_BLANK_LINES)) {
+        throw ViewError("template " + entry.path().string() +
+                        " does not parse (see the ctemplate message above)");
+      }
     }
   }
   cache_->Freeze();

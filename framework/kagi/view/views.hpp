@@ -66,9 +66,11 @@ class Dict {
 
 class Views {
  public:
-  // Loads every *.html below `dir` (e.g. "errors/404.html"). Throws ViewError naming the file
-  // when one is missing the AUTOESCAPE pragma or does not parse.
-  explicit Views(const std::string& dir);
+  // Loads every *.html below `dir` (e.g. "errors/404.html"), then every one below
+  // `fallback_dir` (when not empty) that `dir` does not have: a site's own templates first,
+  // kagi's installed error pages behind them. Throws ViewError naming the file when one is
+  // missing the AUTOESCAPE pragma or does not parse, or when a folder is missing.
+  explicit Views(const std::string& dir, const std::string& fallback_dir = {});
   ~Views();
   Views(const Views&) = delete;
   Views& operator=(const Views&) = delete;

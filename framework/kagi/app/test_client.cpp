@@ -1,0 +1,68 @@
+#include <kagi/app/test_client.hpp>
+
+#include <future>
+#include <memory>
+#include <stdexcept>
+
+#include <kagi/app/app.hpp>
+#include <kagi/app/responder.hpp>
+#include <kagi/http/form.hpp>
+
+namespace kagi {
+namespace {
+
+// The answer may come from another thread, later (a parked request): a promise carries it.
+class FutureResponder : public Responder {
+ public:
+  void send(http::Response response) override { promise_.set_value(std::move(response)); }
+  std::future<http::Response> future() { return promise_.get_future(); }
+
+ private:
+  std::promise<http::Response> promise_;
+};
+
+}  // namespace
+
+TestClient::TestClient(App& app, std::string client_address)
+    : app_(app), address_(std::move(client_address)) {}
+
+http::Response TestClient::get(std::string target) {
+  http::Request request;
+  request.method = "GET";
+  request.target = std::move(target);
+  return send(std::move(request));
+}
+
+http::Response TestClient::post_form(
+    std::string target, const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (token_.empty()) get("/");
+  std::string body = "_csrf=" + http::percent_encode(token_);
+  for (const auto& [name, value] : fields) {
+    body += "&" + http::percent_encode(name) + "=" + http::percent_encode(value);
+  }
+  http::Request request;
+  request.method = "POST";
+  request.target = std::move(target);
+  request.headers.add("Content-Type", "application/x-www-form-urlencoded");
+  request.body = std::move(body);
+  return send(std::move(request));
+}
+
+http::Response TestClient::send(http::Request request, std::chrono::milliseconds bound) {
+  request.client_address = address_;
+  if (!token_.empty()) request.headers.add("Cookie", "kagi_csrf=" + token_);
+  auto out = std::make_shared<FutureResponder>();
+  std::future<http::Response> answer = out->future();
+  app_.handle(std::move(request), out);
+  if (answer.wait_for(bound) != std::future_status::ready) {
+    throw std::runtime_error("TestClient: no answer within " + std::to_string(bound.count()) +
+                             " ms");
+  }
+  http::Response response = answer.get();
+  for (const auto& cookie : response.cookies) {
+    if (cookie.name == "kagi_csrf") token_ = cookie.value;
+  }
+  return response;
+}
+
+}  // namespace kagi
