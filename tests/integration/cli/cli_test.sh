@@ -38,5 +38,9 @@ expect 2 "bbs.boards" -- --set "bbs.boards=../etc" --set "templates.dir=$src/tem
   --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" --http 127.0.0.1:0
 expect 0 "server.threads = 8" -- --conf "$src/conf/kagi.toml" --set server.threads=8 --print-config
 expect 0 "usage: kagi-demo" -- --help
+# Every key of the framework and the mounted apps, with its default, as TOML.
+expect 0 'boards = ["general"]  # list of strings: board names' -- --help-conf
+expect 0 "fallback_dir = \"\"" -- --help-conf
+expect 2 "unknown config key 'bbs.bords' in [bbs]" -- --set bbs.bords=a
 
 [ "$failed" -eq 0 ] && echo "cli: all passed" || { echo "cli: $failed failed"; exit 1; }

@@ -51,7 +51,7 @@ class ChatAppTest : public ::testing::Test {
                  "locks.dir=" + (root_ / "locks").string(), "data.dir=" + (root_ / "data").string(),
                  "data.fsync=never", "log.access=false", "chat.rooms=lobby"});
     const AppModule chat = chat_module();
-    app_ = std::make_unique<App>(Config::load(schema_for({&chat, 1}), std::nullopt, sets));
+    app_ = std::make_unique<App>(Config::load(schema_for({chat}), std::nullopt, sets));
     chat.mount(*app_);
     // A token this app signed, as a browser gets it: from the cookie of a first page.
     for (const auto& cookie : run(get("/chat/lobby/who")).cookies) {
