@@ -49,13 +49,13 @@ LoginBackoff::LoginBackoff(int free_failures, int64_t max_wait_s, size_t max_add
     : free_failures_(free_failures), max_wait_s_(max_wait_s), max_addresses_(max_addresses) {}
 
 int64_t LoginBackoff::wait_s(const std::string& address, int64_t now_s) const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find(address);
   return it == records_.end() ? 0 : std::max<int64_t>(0, it->second.until_s - now_s);
 }
 
 void LoginBackoff::failed(const std::string& address, int64_t now_s) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find(address);
   if (it == records_.end()) {
     if (records_.size() >= max_addresses_) {
@@ -77,12 +77,12 @@ void LoginBackoff::failed(const std::string& address, int64_t now_s) {
 }
 
 void LoginBackoff::succeeded(const std::string& address) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   records_.erase(address);
 }
 
 size_t LoginBackoff::size() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return records_.size();
 }
 
@@ -172,7 +172,7 @@ std::optional<std::string> AdminAccess::hash_for(const std::string& user,
   std::string text;
   bool changed;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     changed = st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec ||
               st.st_size != size_;
   }
@@ -184,13 +184,13 @@ std::optional<std::string> AdminAccess::hash_for(const std::string& user,
     ss << in.rdbuf();
     auto users = parse_htpasswd(ss.str());
     std::string fresh_stand_in = make_stand_in(users);  // one slow hash, outside the lock
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     users_ = std::move(users);
     stand_in_ = std::move(fresh_stand_in);
     mtime_ = st.st_mtim;
     size_ = st.st_size;
   }
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   stand_in = stand_in_;
   auto it = users_.find(user);
   if (it == users_.end()) return std::nullopt;

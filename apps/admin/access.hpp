@@ -19,11 +19,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::apps::admin {
 
@@ -59,10 +61,10 @@ class LoginBackoff {
   LoginBackoff& operator=(const LoginBackoff&) = delete;
 
   // Seconds `address` must still wait at `now_s` (steady seconds); 0: it may try now.
-  int64_t wait_s(const std::string& address, int64_t now_s) const;
-  void failed(const std::string& address, int64_t now_s);
-  void succeeded(const std::string& address);
-  size_t size() const;
+  int64_t wait_s(const std::string& address, int64_t now_s) const KAGI_EXCLUDES(mu_);
+  void failed(const std::string& address, int64_t now_s) KAGI_EXCLUDES(mu_);
+  void succeeded(const std::string& address) KAGI_EXCLUDES(mu_);
+  size_t size() const KAGI_EXCLUDES(mu_);
 
  private:
   struct Record {
@@ -72,8 +74,8 @@ class LoginBackoff {
   const int free_failures_;
   const int64_t max_wait_s_;
   const size_t max_addresses_;
-  mutable std::mutex mu_;
-  std::map<std::string, Record> records_;  // guarded by mu_
+  mutable util::Mutex mu_;
+  std::map<std::string, Record> records_ KAGI_GUARDED_BY(mu_);
 };
 
 // Thread-safe. The htpasswd file is read again when its mtime or size changes, so an operator
@@ -95,15 +97,16 @@ class AdminAccess {
  private:
   // The hash stored for `user`, reloading the file if it changed; nullopt if unknown or the
   // file is unreadable. `stand_in` is set to the hash an unknown user is checked against.
-  std::optional<std::string> hash_for(const std::string& user, std::string& stand_in) const;
+  std::optional<std::string> hash_for(const std::string& user, std::string& stand_in) const
+      KAGI_EXCLUDES(mu_);
 
   const std::string path_;
   std::vector<std::string> allow_;  // normalized; immutable after construction
-  mutable std::mutex mu_;
-  mutable std::map<std::string, std::string> users_;  // guarded by mu_
-  mutable struct timespec mtime_ {};                  // guarded by mu_
-  mutable off_t size_ = -1;                           // guarded by mu_
-  mutable std::string stand_in_;                      // guarded by mu_
+  mutable util::Mutex mu_;
+  mutable std::map<std::string, std::string> users_ KAGI_GUARDED_BY(mu_);
+  mutable struct timespec mtime_ KAGI_GUARDED_BY(mu_) {};
+  mutable off_t size_ KAGI_GUARDED_BY(mu_) = -1;
+  mutable std::string stand_in_ KAGI_GUARDED_BY(mu_);
   mutable LoginBackoff backoff_{kFreeFailures, kMaxBackoffS, 4096};
 };
 

@@ -252,7 +252,7 @@ StatsPublisher::StatsPublisher(lock::LockService& locks, const RequestStats& req
 
 StatsPublisher::~StatsPublisher() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -263,11 +263,15 @@ StatsPublisher::~StatsPublisher() {
 }
 
 void StatsPublisher::run() {
-  std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
-    lock.unlock();
-    publish_now();
-    lock.lock();
+  for (;;) {
+    {
+      util::MutexLock lock(mu_);
+      const auto next = std::chrono::steady_clock::now() + options_.interval;
+      while (!stop_ && cv_.wait_until(mu_, next) != std::cv_status::timeout) {
+      }
+      if (stop_) return;
+    }
+    publish_now();  // without mu_: the destructor's stop is not held up by a slow step
   }
 }
 
@@ -301,7 +305,7 @@ void StatsPublisher::collect_slow_holds() {
 }
 
 void StatsPublisher::publish_now() {
-  std::lock_guard lock(publish_mu_);
+  util::MutexLock lock(publish_mu_);
   collect_slow_holds();
   // This process's events: the slow holds seen here and the lock layer's own ring.
   std::deque<Event> events(slow_holds_.begin(), slow_holds_.end());

@@ -18,11 +18,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -31,6 +29,8 @@
 
 #include <kagi/app/request_stats.hpp>
 #include <kagi/lock/stats.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::lock {
 class LockService;
@@ -91,24 +91,24 @@ class StatsPublisher {
   StatsPublisher& operator=(const StatsPublisher&) = delete;
 
   // One publishing step, now (the thread calls it every interval; tests call it directly).
-  void publish_now();
+  void publish_now() KAGI_EXCLUDES(publish_mu_);
 
  private:
-  void run();
-  void collect_slow_holds();
+  void run() KAGI_EXCLUDES(mu_);
+  void collect_slow_holds() KAGI_REQUIRES(publish_mu_);
 
   lock::LockService& locks_;
   const RequestStats& requests_;
   Options options_;
   std::string dir_, stem_;
   int live_fd_ = -1;
-  std::mutex publish_mu_;                // serialises publish_now()
-  std::deque<Event> slow_holds_;         // guarded by publish_mu_; newest first
-  std::set<std::string> slow_reported_;  // guarded by publish_mu_: holds already reported
-  std::string last_text_;                // guarded by publish_mu_
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  util::Mutex publish_mu_;                                            // serialises publish_now()
+  std::deque<Event> slow_holds_ KAGI_GUARDED_BY(publish_mu_);         // newest first
+  std::set<std::string> slow_reported_ KAGI_GUARDED_BY(publish_mu_);  // holds already reported
+  std::string last_text_ KAGI_GUARDED_BY(publish_mu_);
+  util::Mutex mu_;
+  util::CondVar cv_;  // stop_ was set
+  bool stop_ KAGI_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -9,7 +9,7 @@ AttemptLimiter::AttemptLimiter(int64_t max_attempts, int64_t window_s, size_t ma
 
 int64_t AttemptLimiter::try_attempt(const std::string& key, int64_t now_s) {
   if (max_attempts_ <= 0) return 0;
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = windows_.find(key);
   if (it == windows_.end()) {
     if (windows_.size() >= max_keys_) make_room(now_s);
@@ -35,7 +35,7 @@ void AttemptLimiter::make_room(int64_t now_s) {
 }
 
 size_t AttemptLimiter::size() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return windows_.size();
 }
 

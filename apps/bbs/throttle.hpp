@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::apps::bbs {
 
@@ -27,22 +29,22 @@ class AttemptLimiter {
   // Counts one attempt for `key` at `now_s` (steady seconds). Returns 0 when it may go on,
   // or the seconds until the key's window ends (for Retry-After) when it is over the limit;
   // a refused attempt is not counted.
-  int64_t try_attempt(const std::string& key, int64_t now_s);
+  int64_t try_attempt(const std::string& key, int64_t now_s) KAGI_EXCLUDES(mu_);
 
-  size_t size() const;
+  size_t size() const KAGI_EXCLUDES(mu_);
 
  private:
   struct Window {
     int64_t start_s = 0;
     int64_t count = 0;
   };
-  void make_room(int64_t now_s);  // requires mu_
+  void make_room(int64_t now_s) KAGI_REQUIRES(mu_);
 
   const int64_t max_attempts_;
   const int64_t window_s_;
   const size_t max_keys_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Window> windows_;  // guarded by mu_
+  mutable util::Mutex mu_;
+  std::unordered_map<std::string, Window> windows_ KAGI_GUARDED_BY(mu_);
 };
 
 // Seconds on a steady clock, for try_attempt().

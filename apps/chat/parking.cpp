@@ -3,7 +3,7 @@
 namespace kagi::apps::chat {
 
 ParkingLot::ParkResult ParkingLot::park(Waiter waiter) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   // Checked and counted under one lock: two requests racing for the last place cannot both
   // get it.
   if (limits_.max_waiters != 0 && entries_.size() >= limits_.max_waiters) {
@@ -43,7 +43,7 @@ ParkingLot::Waiter ParkingLot::take_locked(uint64_t ticket) {
 size_t ParkingLot::deliver(std::string_view room, std::span<const Message> messages, int64_t last) {
   std::vector<Waiter> due;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = by_room_.find(std::string(room));
     if (it == by_room_.end()) return 0;
     std::vector<uint64_t> tickets;
@@ -69,7 +69,7 @@ size_t ParkingLot::deliver(std::string_view room, std::span<const Message> messa
 size_t ParkingLot::expire(Clock::time_point now) {
   std::vector<Waiter> due;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
       due.push_back(take_locked(deadlines_.begin()->second));
     }
@@ -82,7 +82,7 @@ size_t ParkingLot::expire(Clock::time_point now) {
 size_t ParkingLot::sweep_gone() {
   std::vector<Waiter> gone;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     std::vector<uint64_t> tickets;
     for (const auto& [ticket, entry] : entries_) {
       if (entry.waiter.gone && entry.waiter.gone()) tickets.push_back(ticket);
@@ -98,7 +98,7 @@ size_t ParkingLot::sweep_gone() {
 size_t ParkingLot::close_all() {
   std::vector<Waiter> all;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     while (!entries_.empty()) all.push_back(take_locked(entries_.begin()->first));
     stats_.expired += all.size();
   }
@@ -107,25 +107,25 @@ size_t ParkingLot::close_all() {
 }
 
 std::optional<ParkingLot::Clock::time_point> ParkingLot::next_deadline() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (deadlines_.empty()) return std::nullopt;
   return deadlines_.begin()->first;
 }
 
 bool ParkingLot::has_waiters(std::string_view room) const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return by_room_.contains(std::string(room));
 }
 
 std::vector<std::string> ParkingLot::rooms_with_waiters() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   std::vector<std::string> rooms;
   for (const auto& [room, tickets] : by_room_) rooms.push_back(room);
   return rooms;
 }
 
 ParkingLot::Stats ParkingLot::stats() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   Stats s = stats_;
   s.parked = entries_.size();
   s.clients = per_client_.size();
@@ -133,7 +133,7 @@ ParkingLot::Stats ParkingLot::stats() const {
 }
 
 size_t ParkingLot::waiters_of(std::string_view client) const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = per_client_.find(std::string(client));
   return it == per_client_.end() ? 0 : it->second;
 }

@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -33,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 #include "chat/message.hpp"
 
 namespace kagi::apps::chat {
@@ -88,45 +89,46 @@ class ParkingLot {
   // Parks `waiter`, unless the lot or the waiter's client is at its cap: then the waiter is
   // dropped without any of its callbacks being called, and the caller answers the request
   // itself (the chat: 429).
-  ParkResult park(Waiter waiter);
+  ParkResult park(Waiter waiter) KAGI_EXCLUDES(mu_);
 
   // Answers every waiter of `room` whose `since` is below `last` with the messages newer
   // than its `since` (`messages`: the room's recent messages in ascending id order). Returns
   // how many were answered.
-  size_t deliver(std::string_view room, std::span<const Message> messages, int64_t last);
+  size_t deliver(std::string_view room, std::span<const Message> messages, int64_t last)
+      KAGI_EXCLUDES(mu_);
 
   // Answers every waiter whose deadline is at or before `now` with no messages.
-  size_t expire(Clock::time_point now);
+  size_t expire(Clock::time_point now) KAGI_EXCLUDES(mu_);
 
   // Frees every waiter whose client has gone.
-  size_t sweep_gone();
+  size_t sweep_gone() KAGI_EXCLUDES(mu_);
 
   // Answers every waiter with no messages (process shutdown).
-  size_t close_all();
+  size_t close_all() KAGI_EXCLUDES(mu_);
 
-  std::optional<Clock::time_point> next_deadline() const;
-  bool has_waiters(std::string_view room) const;
-  std::vector<std::string> rooms_with_waiters() const;
-  Stats stats() const;
+  std::optional<Clock::time_point> next_deadline() const KAGI_EXCLUDES(mu_);
+  bool has_waiters(std::string_view room) const KAGI_EXCLUDES(mu_);
+  std::vector<std::string> rooms_with_waiters() const KAGI_EXCLUDES(mu_);
+  Stats stats() const KAGI_EXCLUDES(mu_);
   // How many waiters `client` has parked now.
-  size_t waiters_of(std::string_view client) const;
+  size_t waiters_of(std::string_view client) const KAGI_EXCLUDES(mu_);
 
  private:
   struct Entry {
     Waiter waiter;
   };
   // Removes `ticket` from every index, releases its client's count, and returns its waiter.
-  // The only way out of the lot. Needs mu_ held.
-  Waiter take_locked(uint64_t ticket);
+  // The only way out of the lot.
+  Waiter take_locked(uint64_t ticket) KAGI_REQUIRES(mu_);
 
   const Limits limits_;
-  mutable std::mutex mu_;
-  uint64_t next_ticket_ = 1;                                     // guarded by mu_
-  std::map<uint64_t, Entry> entries_;                            // guarded by mu_
-  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;   // guarded by mu_
-  std::unordered_map<std::string, std::set<uint64_t>> by_room_;  // guarded by mu_
-  std::unordered_map<std::string, size_t> per_client_;           // guarded by mu_; no zeros
-  Stats stats_;                                                  // guarded by mu_
+  mutable util::Mutex mu_;
+  uint64_t next_ticket_ KAGI_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Entry> entries_ KAGI_GUARDED_BY(mu_);
+  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_ KAGI_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::set<uint64_t>> by_room_ KAGI_GUARDED_BY(mu_);
+  std::unordered_map<std::string, size_t> per_client_ KAGI_GUARDED_BY(mu_);  // no zeros
+  Stats stats_ KAGI_GUARDED_BY(mu_);
 };
 
 }  // namespace kagi::apps::chat

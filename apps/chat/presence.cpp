@@ -54,19 +54,19 @@ std::string PresenceMemo::key(std::string_view room, std::string_view name) {
 }
 
 bool PresenceMemo::fresh(std::string_view room, std::string_view name, int64_t now) const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = seen_.find(key(room, name));
   return it != seen_.end() && now - it->second < kPresenceRefreshS;
 }
 
 void PresenceMemo::remember(std::string_view room, std::string_view name, int64_t seen_at) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (seen_.size() >= kMaxEntries) seen_.clear();
   seen_[key(room, name)] = seen_at;
 }
 
 size_t PresenceMemo::size() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return seen_.size();
 }
 

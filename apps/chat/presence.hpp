@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::apps::chat {
 
@@ -52,14 +54,14 @@ std::vector<std::string> present(const std::vector<Seen>& seen, int64_t now);
 class PresenceMemo {
  public:
   static constexpr size_t kMaxEntries = 4096;
-  bool fresh(std::string_view room, std::string_view name, int64_t now) const;
-  void remember(std::string_view room, std::string_view name, int64_t seen_at);
-  size_t size() const;
+  bool fresh(std::string_view room, std::string_view name, int64_t now) const KAGI_EXCLUDES(mu_);
+  void remember(std::string_view room, std::string_view name, int64_t seen_at) KAGI_EXCLUDES(mu_);
+  size_t size() const KAGI_EXCLUDES(mu_);
 
  private:
   static std::string key(std::string_view room, std::string_view name);
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, int64_t> seen_;  // guarded by mu_
+  mutable util::Mutex mu_;
+  std::unordered_map<std::string, int64_t> seen_ KAGI_GUARDED_BY(mu_);
 };
 
 }  // namespace kagi::apps::chat

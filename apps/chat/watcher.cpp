@@ -42,7 +42,7 @@ RoomWatcher::RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std:
     return;
   }
   {
-    std::lock_guard lock(watch_mu_);
+    util::MutexLock lock(watch_mu_);
     if (!add_watch_locked()) {  // proves inotify works here; dropped when idle
       ec = last_error();
       return;
@@ -69,7 +69,7 @@ bool RoomWatcher::add_watch_locked() {
 }
 
 void RoomWatcher::watch() {
-  std::lock_guard lock(watch_mu_);
+  util::MutexLock lock(watch_mu_);
   if (watch_ >= 0) return;
   if (!add_watch_locked()) {
     util::log_warn(std::string("chat watcher: cannot watch ") + dir_ + ": " + std::strerror(errno) +
@@ -79,14 +79,14 @@ void RoomWatcher::watch() {
 }
 
 bool RoomWatcher::watching() const {
-  std::lock_guard lock(watch_mu_);
+  util::MutexLock lock(watch_mu_);
   return watch_ >= 0;
 }
 
 // Under watch_mu_, like watch(): a request that parks after the emptiness check below adds
 // the watch back itself.
 void RoomWatcher::unwatch_if_idle() {
-  std::lock_guard lock(watch_mu_);
+  util::MutexLock lock(watch_mu_);
   if (watch_ < 0 || lot_.stats().parked > 0) return;
   ::inotify_rm_watch(inotify_fd_, watch_);
   watch_ = -1;

@@ -17,10 +17,12 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
+
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 #include "chat/parking.hpp"
 
@@ -46,12 +48,12 @@ class RoomWatcher {
 
   // Makes sure the folder is watched (after parking a request; see above). Thread-safe; a
   // system call only when the watch was dropped.
-  void watch();
+  void watch() KAGI_EXCLUDES(watch_mu_);
   // Makes the thread re-check its timers now (after parking a request with an earlier
   // deadline than any other). Thread-safe and cheap.
   void wake();
   // Whether the folder is watched now (tests).
-  bool watching() const;
+  bool watching() const KAGI_EXCLUDES(watch_mu_);
   void stop();
 
   // How many times a room was re-read (for tests and stats).
@@ -59,16 +61,17 @@ class RoomWatcher {
 
  private:
   void run();
-  void unwatch_if_idle();
-  bool add_watch_locked();
+  // Takes the lot's lock under watch_mu_ (to see whether anyone is parked).
+  void unwatch_if_idle() KAGI_EXCLUDES(watch_mu_);
+  bool add_watch_locked() KAGI_REQUIRES(watch_mu_);
 
   const std::string dir_;
   ParkingLot& lot_;
   const Refresh refresh_;
   int inotify_fd_ = -1;
-  mutable std::mutex watch_mu_;
-  int watch_ = -1;    // guarded by watch_mu_: the inotify watch descriptor, -1 when not watching
-  int wake_fd_ = -1;  // an eventfd: wake() and stop() write it
+  mutable util::Mutex watch_mu_;
+  int watch_ KAGI_GUARDED_BY(watch_mu_) = -1;  // the inotify watch descriptor; -1: not watching
+  int wake_fd_ = -1;                           // an eventfd: wake() and stop() write it
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refreshes_{0};
   std::thread thread_;  // last: started after every field it reads

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 
 #include <kagi/app/csrf.hpp>
 #include <kagi/app/http_error.hpp>
@@ -147,14 +146,14 @@ void App::reject(const http::Request& request, int status, std::string_view mess
 }
 
 void App::on_shutdown(std::function<void()> hook) {
-  std::lock_guard lock(shutdown_mu_);
+  util::MutexLock lock(shutdown_mu_);
   shutdown_hooks_.push_back(std::move(hook));
 }
 
 void App::shutdown() {
   std::vector<std::function<void()>> hooks;
   {
-    std::lock_guard lock(shutdown_mu_);
+    util::MutexLock lock(shutdown_mu_);
     hooks.swap(shutdown_hooks_);  // once: later calls find nothing to run
   }
   for (auto& hook : hooks) hook();

@@ -13,7 +13,6 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +25,8 @@
 #include <kagi/config/config.hpp>
 #include <kagi/http/request.hpp>
 #include <kagi/http/response.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi {
 
@@ -73,13 +74,13 @@ class App {
   // Shutdown hooks: apps register what must happen when the process stops (the chat answers
   // its parked long-polls). shutdown() runs them once, in registration order; kagi-demo calls
   // it on SIGTERM before stopping the front ends, so parked requests do not hold up the stop.
-  void on_shutdown(std::function<void()> hook);
-  void shutdown();
+  void on_shutdown(std::function<void()> hook) KAGI_EXCLUDES(shutdown_mu_);
+  void shutdown() KAGI_EXCLUDES(shutdown_mu_);
 
  private:
   friend class Context;  // Context::defer() reads settings_, csrf_proven() csrf_
-  std::mutex shutdown_mu_;
-  std::vector<std::function<void()>> shutdown_hooks_;  // guarded by shutdown_mu_
+  util::Mutex shutdown_mu_;
+  std::vector<std::function<void()>> shutdown_hooks_ KAGI_GUARDED_BY(shutdown_mu_);
   Config conf_;
   Limits limits_;
   RequestStats requests_;

@@ -1,7 +1,5 @@
 #include <kagi/app/request_stats.hpp>
 
-#include <mutex>
-
 namespace kagi {
 
 void RouteStatsSnapshot::add(const RouteStatsSnapshot& other) {
@@ -15,11 +13,11 @@ void RequestStatsSnapshot::add(const RequestStatsSnapshot& other) {
 
 RequestStats::Route& RequestStats::for_route(std::string_view route) {
   {
-    std::shared_lock lock(mu_);
+    util::ReaderLock lock(mu_);
     auto it = routes_.find(route);
     if (it != routes_.end()) return *it->second;
   }
-  std::unique_lock lock(mu_);
+  util::WriterLock lock(mu_);
   auto [it, inserted] = routes_.try_emplace(std::string(route), nullptr);
   if (inserted) it->second = std::make_unique<Route>();
   return *it->second;
@@ -34,7 +32,7 @@ void RequestStats::record(std::string_view route, int status, std::chrono::nanos
 
 RequestStatsSnapshot RequestStats::snapshot() const {
   RequestStatsSnapshot s;
-  std::shared_lock lock(mu_);
+  util::ReaderLock lock(mu_);
   for (const auto& [route, r] : routes_) {
     RouteStatsSnapshot& out = s.routes[route];
     for (size_t i = 0; i < r->by_status.size(); ++i) {

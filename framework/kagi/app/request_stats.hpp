@@ -15,12 +15,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include <kagi/util/histogram.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi {
 
@@ -46,8 +47,8 @@ class RequestStats {
   RequestStats& operator=(const RequestStats&) = delete;
 
   // `status` outside 100..599 counts as 500 (a front end never sends one).
-  void record(std::string_view route, int status, std::chrono::nanoseconds took);
-  RequestStatsSnapshot snapshot() const;
+  void record(std::string_view route, int status, std::chrono::nanoseconds took) KAGI_EXCLUDES(mu_);
+  RequestStatsSnapshot snapshot() const KAGI_EXCLUDES(mu_);
 
  private:
   struct Route {
@@ -58,11 +59,12 @@ class RequestStats {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  Route& for_route(std::string_view route);
+  // The map only grows and a Route never moves, so the reference outlives the lock.
+  Route& for_route(std::string_view route) KAGI_EXCLUDES(mu_);
 
-  mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<Route>, Hash, std::equal_to<>>
-      routes_;  // guarded by mu_
+  mutable util::SharedMutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<Route>, Hash, std::equal_to<>> routes_
+      KAGI_GUARDED_BY(mu_);
 };
 
 }  // namespace kagi

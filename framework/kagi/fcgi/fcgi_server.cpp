@@ -11,9 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +22,8 @@
 #include <kagi/fcgi/listen_socket.hpp>
 #include <kagi/fcgi/protocol.hpp>
 #include <kagi/util/log.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi {
 namespace fcgi {
@@ -142,64 +142,68 @@ class Core : public std::enable_shared_from_this<Core> {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  void run();
-  void stop();
+  void run() KAGI_EXCLUDES(mu_);
+  void stop() KAGI_EXCLUDES(mu_);
   // An exchange is over: `conn` (null: closed) is armed again for its next request.
-  void finish(std::unique_ptr<Conn> conn);
+  void finish(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
   // Writes conn->out, the response; what the web server does not take at once is written
   // from the epoll set as it does (no thread waits on a slow reader). Then finish().
-  void write_response(std::unique_ptr<Conn> conn);
+  void write_response(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
   const FcgiOptions& options() const { return options_; }
 
  private:
-  void worker_loop();
-  void on_listen_ready();
-  void close_idle_without_request();
-  bool accept_all_locked();
-  void rearm_listen_locked();
+  void worker_loop() KAGI_EXCLUDES(mu_);
+  void on_listen_ready() KAGI_EXCLUDES(mu_);
+  void close_idle_without_request() KAGI_EXCLUDES(mu_);
+  bool accept_all_locked() KAGI_REQUIRES(mu_);
+  void rearm_listen_locked() KAGI_REQUIRES(mu_);
   // Reads what arrived on `conn`; serves the request once it is complete, else puts the
   // connection back to wait for more.
-  void on_readable(std::unique_ptr<Conn> conn);
+  void on_readable(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
   // `conn` goes back to idle_, armed, to wait for more of its request (or its next one).
-  // Needs mu_ held; false (conn left in place) when it cannot be watched.
-  bool park_locked(std::unique_ptr<Conn>& conn);
+  // False (conn left in place) when it cannot be watched.
+  bool park_locked(std::unique_ptr<Conn>& conn) KAGI_REQUIRES(mu_);
   // `conn` goes to idle_ armed for EPOLLOUT, keeping its in-flight count, until the web
-  // server takes more of its response. Needs mu_ held; false as park_locked.
-  bool park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed);
+  // server takes more of its response. False as park_locked.
+  bool park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) KAGI_REQUIRES(mu_);
   // Takes out of idle_ the connections whose deadline passed; the caller ends them.
-  std::vector<std::unique_ptr<Conn>> take_expired_locked(Clock::time_point now);
-  void expire(std::unique_ptr<Conn> conn);
-  void serve(std::unique_ptr<Conn> conn);
+  std::vector<std::unique_ptr<Conn>> take_expired_locked(Clock::time_point now) KAGI_REQUIRES(mu_);
+  void expire(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
+  void serve(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
   // (Re-)arms `id` for one readiness event (EPOLLONESHOT): exactly one worker gets it.
   bool arm(int op, int fd, uint64_t id, uint32_t events);
 
   App& app_;
   const FcgiOptions options_;
   const ReaderLimits reader_limits_;
-  ListenSocket listen_;
+  // Names the listening socket in log lines; a copy, readable without mu_.
+  const std::string listen_name_;
+  // Set once in the constructor, closed in the destructor.
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
 
-  std::mutex mu_;
-  std::condition_variable stop_cv_;  // stopping_ was set
+  util::Mutex mu_;
+  util::CondVar stop_cv_;  // stopping_ was set
   // During a stop: in_flight_ or live_workers_ went down (not signalled before: a wake-up per
   // request for nobody).
-  std::condition_variable done_cv_;
+  util::CondVar done_cv_;
+  // Accepted on and closed under mu_, so a stop never closes it under an accepting worker.
+  ListenSocket listen_ KAGI_GUARDED_BY(mu_);
   // Connections waiting (armed in epoll) for bytes of their next or current request, by id.
   // A worker that gets one's event takes it out; it goes back before it is re-armed.
-  std::unordered_map<uint64_t, std::unique_ptr<Conn>> idle_;  // guarded by mu_
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> idle_ KAGI_GUARDED_BY(mu_);
   // How many connections in idle_ have a deadline (a request begun): the sweep skips the
   // scan when none has.
-  size_t timed_ = 0;                   // guarded by mu_
-  Clock::time_point next_sweep_{};     // guarded by mu_
-  uint64_t next_id_ = kFirstConnId;    // guarded by mu_
-  bool listening_ = false;             // guarded by mu_
-  Clock::time_point accept_resume_{};  // guarded by mu_
-  uint64_t accept_failures_ = 0;       // guarded by mu_: in a row, since the last accept
-  size_t in_flight_ = 0;               // guarded by mu_: connections being read, served or parked
-  bool stopping_ = false;              // guarded by mu_
-  bool quit_workers_ = false;          // guarded by mu_
-  int live_workers_ = 0;               // guarded by mu_
+  size_t timed_ KAGI_GUARDED_BY(mu_) = 0;
+  Clock::time_point next_sweep_ KAGI_GUARDED_BY(mu_){};
+  uint64_t next_id_ KAGI_GUARDED_BY(mu_) = kFirstConnId;
+  bool listening_ KAGI_GUARDED_BY(mu_) = false;
+  Clock::time_point accept_resume_ KAGI_GUARDED_BY(mu_){};
+  uint64_t accept_failures_ KAGI_GUARDED_BY(mu_) = 0;  // in a row, since the last accept
+  size_t in_flight_ KAGI_GUARDED_BY(mu_) = 0;          // connections being read, served or parked
+  bool stopping_ KAGI_GUARDED_BY(mu_) = false;
+  bool quit_workers_ KAGI_GUARDED_BY(mu_) = false;
+  int live_workers_ KAGI_GUARDED_BY(mu_) = 0;
 };
 
 namespace {
@@ -218,10 +222,10 @@ class Exchange : public Responder {
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
-  void send(http::Response response) override {
+  void send(http::Response response) override KAGI_EXCLUDES(mu_) {
     std::unique_ptr<Conn> conn;
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       if (sent_) {
         util::log_error("fcgi: a response was sent twice; the second one is dropped");
         return;
@@ -236,8 +240,8 @@ class Exchange : public Responder {
 
   // The web server closes its end when its client goes away (nginx, Apache), or sends
   // FCGI_ABORT_REQUEST: both are looked for, without blocking, each time this is asked.
-  bool client_gone() const override {
-    std::lock_guard lock(mu_);
+  bool client_gone() const override KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
     if (sent_ || !conn_) return false;
     if (gone_ || conn_->reader.aborted()) return true;
     pollfd p{conn_->fd(), POLLIN | POLLRDHUP, 0};
@@ -253,17 +257,17 @@ class Exchange : public Responder {
     return gone_;
   }
 
-  bool sent() const {
-    std::lock_guard lock(mu_);
+  bool sent() const KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
     return sent_;
   }
 
  private:
   const std::shared_ptr<Core> core_;
-  mutable std::mutex mu_;
-  bool sent_ = false;           // guarded by mu_
-  mutable bool gone_ = false;   // guarded by mu_
-  std::unique_ptr<Conn> conn_;  // guarded by mu_; moved out by send()
+  mutable util::Mutex mu_;
+  bool sent_ KAGI_GUARDED_BY(mu_) = false;
+  mutable bool gone_ KAGI_GUARDED_BY(mu_) = false;
+  std::unique_ptr<Conn> conn_ KAGI_GUARDED_BY(mu_);  // moved out by send()
 };
 
 // FCGI_PARAMS carry the request headers (each name grows by "HTTP_", each pair by up to 8
@@ -281,6 +285,7 @@ Core::Core(App& app, FcgiOptions options, ListenSocket listen)
     : app_(app),
       options_(std::move(options)),
       reader_limits_(reader_limits(app)),
+      listen_name_(listen.description()),
       listen_(std::move(listen)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -315,7 +320,7 @@ void Core::stop() {
   // Notified under mu_: run() cannot see stopping_, return, and let the Core be destroyed
   // while this thread is still inside notify_all (the main thread destroys the server as
   // soon as run() returns; stop() comes from a signal-watching thread).
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   stopping_ = true;
   stop_cv_.notify_all();
 }
@@ -356,7 +361,7 @@ bool Core::park_locked(std::unique_ptr<Conn>& conn) {
 void Core::finish(std::unique_ptr<Conn> conn) {
   bool stopping = false;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stopping = stopping_;
     --in_flight_;  // this read or exchange is over
     // While stopping, a connection is kept only for a request already begun in it, which
@@ -374,7 +379,7 @@ void Core::write_response(std::unique_ptr<Conn> conn) {
   bool progressed = false;
   const WriteStatus status = write_some(*conn, progressed);
   if (status == WriteStatus::kBlocked) {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (park_writing_locked(conn, progressed)) return;
   }
   if (status != WriteStatus::kDone) {
@@ -416,7 +421,8 @@ bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
 // are served like the requests in flight. (A request that arrives in the instant after this
 // look finds its connection closed; nginx retries it elsewhere if it may.)
 void Core::close_idle_without_request() {
-  std::unique_lock lock(mu_);
+  std::vector<std::unique_ptr<Conn>> closing;  // closed after mu_ is released
+  util::MutexLock lock(mu_);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_.fd(), nullptr);
   // Connections the kernel accepted before the stop may carry requests already: take them
   // in, to be served or closed below like the others.
@@ -430,7 +436,6 @@ void Core::close_idle_without_request() {
     ids.push_back(id);
   }
   ::poll(probe.data(), probe.size(), 0);
-  std::vector<std::unique_ptr<Conn>> closing;
   for (size_t i = 0; i < probe.size(); ++i) {
     auto it = idle_.find(ids[i]);
     const bool waiting =
@@ -445,14 +450,12 @@ void Core::close_idle_without_request() {
     closing.push_back(std::move(it->second));
     idle_.erase(it);
   }
-  lock.unlock();
-  closing.clear();
 }
 
 void Core::run() {
   std::vector<std::thread> workers;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     live_workers_ = options_.threads;
   }
   // Each worker keeps the Core alive: one left behind after the shutdown grace (detached,
@@ -461,29 +464,38 @@ void Core::run() {
     workers.emplace_back([self = shared_from_this()] { self->worker_loop(); });
   }
 
-  std::unique_lock lock(mu_);
-  stop_cv_.wait(lock, [&] { return stopping_; });
-  lock.unlock();
+  {
+    util::MutexLock lock(mu_);
+    while (!stopping_) stop_cv_.wait(mu_);
+  }
   // Stop accepting: new connections now fail fast and the web server tries another
   // upstream (the other process, or its next server); idle connections are closed, which
   // nginx treats as a stale keepalive connection and retries.
   close_idle_without_request();
-  lock.lock();
-  const auto deadline = Clock::now() + options_.shutdown_timeout;
-  if (!done_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; })) {
-    util::log_warn("fcgi: shutdown timeout: " + std::to_string(in_flight_) +
-                   " request(s) still running; leaving them");
+  Clock::time_point deadline;
+  {
+    util::MutexLock lock(mu_);
+    deadline = Clock::now() + options_.shutdown_timeout;
+    while (in_flight_ != 0 && done_cv_.wait_until(mu_, deadline) != std::cv_status::timeout) {
+    }
+    if (in_flight_ != 0) {
+      util::log_warn("fcgi: shutdown timeout: " + std::to_string(in_flight_) +
+                     " request(s) still running; leaving them");
+    }
+    quit_workers_ = true;
   }
-  quit_workers_ = true;
-  lock.unlock();
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
-  lock.lock();
-  // Workers still inside a handler after the deadline get a short grace; then they are
-  // left to the process exit rather than holding the shutdown forever.
-  bool joined = done_cv_.wait_until(lock, std::max(deadline, Clock::now()) + kPollTick,
-                                    [&] { return live_workers_ == 0; });
-  lock.unlock();
+  bool joined = false;
+  {
+    util::MutexLock lock(mu_);
+    // Workers still inside a handler after the deadline get a short grace; then they are
+    // left to the process exit rather than holding the shutdown forever.
+    const auto grace = std::max(deadline, Clock::now()) + kPollTick;
+    while (live_workers_ != 0 && done_cv_.wait_until(mu_, grace) != std::cv_status::timeout) {
+    }
+    joined = live_workers_ == 0;
+  }
   for (auto& t : workers) {
     if (joined) {
       t.join();
@@ -508,7 +520,7 @@ void Core::worker_loop() {
     std::unique_ptr<Conn> conn;
     std::vector<std::unique_ptr<Conn>> expired;
     {
-      std::lock_guard lock(mu_);
+      util::MutexLock lock(mu_);
       if (quit_workers_) break;
       const auto now = Clock::now();
       if (!listening_ && !stopping_ && now >= accept_resume_) rearm_listen_locked();
@@ -532,7 +544,7 @@ void Core::worker_loop() {
     if (conn) on_readable(std::move(conn));
   }
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     --live_workers_;
   }
   done_cv_.notify_all();
@@ -570,7 +582,7 @@ void Core::expire(std::unique_ptr<Conn> conn) {
     return finish(nullptr);
   }
   if (conn->stage != Stage::kBody) {
-    util::log_warn("fcgi: dropped a connection on " + listen_.description() +
+    util::log_warn("fcgi: dropped a connection on " + listen_name_ +
                    " that sent no complete request head within " +
                    std::to_string(options_.read_timeout.count()) +
                    " ms (limits.fcgi_read_timeout_ms)");
@@ -593,7 +605,7 @@ void Core::expire(std::unique_ptr<Conn> conn) {
 // Accepts under mu_: run() closes the listening socket under mu_ when it stops, so never
 // while a worker accepts on it. Accepts are rare (the web server keeps its connections).
 void Core::on_listen_ready() {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (!stopping_ && accept_all_locked()) rearm_listen_locked();
 }
 
@@ -616,7 +628,7 @@ bool Core::accept_all_locked() {
       // instead of spinning on it; a worker re-arms it after the backoff. Logged once per
       // episode: a line every backoff would fill the disk while the cause lasts.
       if (accept_failures_++ == 0) {
-        util::log_error(std::string("fcgi: accept on ") + listen_.description() + ": " +
+        util::log_error(std::string("fcgi: accept on ") + listen_name_ + ": " +
                         std::strerror(errno) + "; pausing accepts, retrying every " +
                         std::to_string(kAcceptBackoff.count()) +
                         " ms (raise the open-file limit: LimitNOFILE=, ulimit -n)");
@@ -626,7 +638,7 @@ bool Core::accept_all_locked() {
       return false;
     }
     if (accept_failures_ > 0) {
-      util::log_info("fcgi: accepting again on " + listen_.description() + " after " +
+      util::log_info("fcgi: accepting again on " + listen_name_ + " after " +
                      std::to_string(accept_failures_) + " failed accept(s)");
       accept_failures_ = 0;
     }
@@ -655,15 +667,14 @@ void Core::on_readable(std::unique_ptr<Conn> conn) {
                          static_cast<ssize_t>(replies.size());
     replies.clear();
     if (!written) {
-      util::log_warn("fcgi: closing a connection on " + listen_.description() +
+      util::log_warn("fcgi: closing a connection on " + listen_name_ +
                      " that does not read the answers to its management records");
       conn.reset();
       return finish(nullptr);
     }
   }
   if (status == RequestReader::Status::kError) {
-    util::log_warn("fcgi: closing a connection on " + listen_.description() + ": " +
-                   conn->reader.error());
+    util::log_warn("fcgi: closing a connection on " + listen_name_ + ": " + conn->reader.error());
     conn.reset();
     return finish(nullptr);
   }

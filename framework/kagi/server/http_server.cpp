@@ -9,9 +9,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -21,6 +19,8 @@
 #include <kagi/app/app.hpp>
 #include <kagi/server/request_reader.hpp>
 #include <kagi/util/log.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi {
 namespace server {
@@ -99,23 +99,23 @@ class Core : public std::enable_shared_from_this<Core> {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  void run();
-  void stop();
+  void run() KAGI_EXCLUDES(mu_);
+  void stop() KAGI_EXCLUDES(mu_);
 
   App& app() { return app_; }
   const HttpOptions& options() const { return options_; }
   bool stopping() const { return stopping_.load(); }
   net::io_context& ioc() { return ioc_; }
 
-  void add_session(const std::shared_ptr<Session>& session);
-  void remove_session(Session* session);
+  void add_session(const std::shared_ptr<Session>& session) KAGI_EXCLUDES(mu_);
+  void remove_session(Session* session) KAGI_EXCLUDES(mu_);
   // Runs `fn` on the io threads unless the server is gone; false if it was dropped.
-  bool post(net::any_io_executor executor, std::function<void()> fn);
+  bool post(net::any_io_executor executor, std::function<void()> fn) KAGI_EXCLUDES(mu_);
 
  private:
   void accept();
   // On the acceptor's strand: a Session for `socket`, or a 503 beyond max_connections.
-  void admit(tcp::socket socket);
+  void admit(tcp::socket socket) KAGI_EXCLUDES(mu_);
 
   App& app_;
   const HttpOptions options_;
@@ -129,12 +129,12 @@ class Core : public std::enable_shared_from_this<Core> {
   std::atomic<bool> accept_paused_{false};  // read by remove_session() on any thread
   std::atomic<bool> stopping_{false};
 
-  std::mutex mu_;
-  std::condition_variable cv_;   // stop_requested_ set, or sessions_ shrank
-  bool stop_requested_ = false;  // guarded by mu_
-  bool io_running_ = true;       // guarded by mu_: posts still reach a running io_context
-  bool acceptor_open_ = true;    // guarded by mu_: may still create sessions
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by mu_
+  util::Mutex mu_;
+  util::CondVar cv_;  // stop_requested_ set, or sessions_ shrank
+  bool stop_requested_ KAGI_GUARDED_BY(mu_) = false;
+  bool io_running_ KAGI_GUARDED_BY(mu_) = true;     // posts still reach a running io_context
+  bool acceptor_open_ KAGI_GUARDED_BY(mu_) = true;  // may still create sessions
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_ KAGI_GUARDED_BY(mu_);
 };
 
 // One client connection; all its handlers run on its strand.
@@ -507,13 +507,13 @@ Core::Core(App& app, HttpOptions options)
 }
 
 void Core::add_session(const std::shared_ptr<Session>& session) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   sessions_.emplace(session.get(), session);
 }
 
 void Core::remove_session(Session* session) {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     sessions_.erase(session);
     // A descriptor came free: try accepting now rather than at the end of the pause.
     if (accept_paused_.load() && io_running_) {
@@ -526,7 +526,7 @@ void Core::remove_session(Session* session) {
 }
 
 bool Core::post(net::any_io_executor executor, std::function<void()> fn) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   if (!io_running_) {
     util::log_warn("http: a response arrived after the server stopped; dropped");
     return false;
@@ -570,7 +570,7 @@ void Core::accept() {
 void Core::admit(tcp::socket socket) {
   size_t open;
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     open = sessions_.size();
   }
   if (open < options_.max_connections) {
@@ -604,7 +604,7 @@ void Core::admit(tcp::socket socket) {
 
 void Core::stop() {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     stop_requested_ = true;
   }
   cv_.notify_all();
@@ -616,48 +616,53 @@ void Core::run() {
   std::vector<std::thread> threads;
   for (int i = 0; i < options_.threads; ++i) threads.emplace_back([this] { ioc_.run(); });
 
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stop_requested_; });
-  stopping_ = true;
-  // On the acceptor's strand, so it never runs beside an accept completion. Connections
-  // already waiting in the backlog are taken in: their clients sent a request before the
-  // stop, while every thread was busy.
-  net::post(acceptor_.get_executor(), [self = shared_from_this()] {
-    beast::error_code ec;
-    self->acceptor_.cancel(ec);
-    self->acceptor_.non_blocking(true, ec);
-    for (;;) {
-      tcp::socket socket(net::make_strand(self->ioc_));
-      self->acceptor_.accept(socket, ec);
-      if (ec) break;
-      std::make_shared<Session>(self, std::move(socket))->start();
-    }
-    self->acceptor_.close(ec);
-    self->accept_retry_.cancel();
-    {
-      std::lock_guard lock(self->mu_);
-      self->acceptor_open_ = false;
-    }
-    self->cv_.notify_all();
-  });
   std::vector<std::shared_ptr<Session>> live;
-  for (auto& [ptr, weak] : sessions_) {
-    if (auto session = weak.lock()) live.push_back(std::move(session));
+  {
+    util::MutexLock lock(mu_);
+    while (!stop_requested_) cv_.wait(mu_);
+    stopping_ = true;
+    // On the acceptor's strand, so it never runs beside an accept completion. Connections
+    // already waiting in the backlog are taken in: their clients sent a request before the
+    // stop, while every thread was busy.
+    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ec;
+      self->acceptor_.cancel(ec);
+      self->acceptor_.non_blocking(true, ec);
+      for (;;) {
+        tcp::socket socket(net::make_strand(self->ioc_));
+        self->acceptor_.accept(socket, ec);
+        if (ec) break;
+        std::make_shared<Session>(self, std::move(socket))->start();
+      }
+      self->acceptor_.close(ec);
+      self->accept_retry_.cancel();
+      {
+        util::MutexLock lock(self->mu_);
+        self->acceptor_open_ = false;
+      }
+      self->cv_.notify_all();
+    });
+    for (auto& [ptr, weak] : sessions_) {
+      if (auto session = weak.lock()) live.push_back(std::move(session));
+    }
   }
   // Released without mu_ held: dropping the last reference runs ~Session, which takes mu_.
-  lock.unlock();
   for (auto& session : live) {
     // The executor is the session's strand: on_stop runs serialised with its handlers.
     net::post(session->strand(), [session] { session->on_stop(); });
   }
   live.clear();
-  lock.lock();
-  const auto deadline = Clock::now() + options_.shutdown_timeout;
-  if (!cv_.wait_until(lock, deadline, [&] { return !acceptor_open_ && sessions_.empty(); })) {
-    util::log_warn("http: shutdown timeout: " + std::to_string(sessions_.size()) +
-                   " connection(s) still busy; closing them");
+  {
+    util::MutexLock lock(mu_);
+    const auto deadline = Clock::now() + options_.shutdown_timeout;
+    while ((acceptor_open_ || !sessions_.empty()) &&
+           cv_.wait_until(mu_, deadline) != std::cv_status::timeout) {
+    }
+    if (acceptor_open_ || !sessions_.empty()) {
+      util::log_warn("http: shutdown timeout: " + std::to_string(sessions_.size()) +
+                     " connection(s) still busy; closing them");
+    }
   }
-  lock.unlock();
   work.reset();
   ioc_.stop();
   for (auto& t : threads) t.join();
@@ -665,12 +670,13 @@ void Core::run() {
   // No io thread runs now. Close what is left and let the aborted handlers run once, so
   // they drop their references to the sessions.
   std::vector<std::shared_ptr<Session>> left;
-  lock.lock();
-  io_running_ = false;
-  for (auto& [ptr, weak] : sessions_) {
-    if (auto session = weak.lock()) left.push_back(session);
+  {
+    util::MutexLock lock(mu_);
+    io_running_ = false;
+    for (auto& [ptr, weak] : sessions_) {
+      if (auto session = weak.lock()) left.push_back(session);
+    }
   }
-  lock.unlock();
   for (auto& session : left) session->force_close();
   left.clear();
   ioc_.restart();

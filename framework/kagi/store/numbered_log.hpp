@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,6 +33,8 @@
 #include <kagi/lock/guard.hpp>
 #include <kagi/store/data_dir.hpp>
 #include <kagi/store/record_fields.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::store {
 
@@ -74,9 +75,9 @@ class NumberedLogCache {
       entry = std::make_shared<Entry>();
       entry->lock = guard.name();
     }
-    std::lock_guard lock(entry->mu);
+    util::MutexLock lock(entry->mu);
     LogCursor cursor = entry->cursor;
-    store::LogTail tail = data.read_log_since(guard, path, cursor).value();
+    LogTail tail = data.read_log_since(guard, path, cursor).value();
     try {
       apply(*entry, tail);
     } catch (...) {
@@ -101,19 +102,20 @@ class NumberedLogCache {
 
  private:
   struct Entry {
-    std::mutex mu;
-    std::string lock;  // the lock this path is read under
-    LogCursor cursor;
+    util::Mutex mu;
+    std::string lock;  // the lock this path is read under; set before the entry is shared
+    LogCursor cursor KAGI_GUARDED_BY(mu);
     // Oldest first. Up to 2 × keep, trimmed to keep when full, so that dropping the oldest
     // item is not a shift of the whole vector per append; readers see the newest `keep`.
-    std::vector<Item> items;
-    int64_t last_id = 0;
-    size_t records = 0;
+    std::vector<Item> items KAGI_GUARDED_BY(mu);
+    int64_t last_id KAGI_GUARDED_BY(mu) = 0;
+    size_t records KAGI_GUARDED_BY(mu) = 0;
   };
   static constexpr size_t kMaxEntries = 1024;
 
-  std::shared_ptr<Entry> entry_for(std::string_view path, const std::string& lock_name) {
-    std::lock_guard lock(mu_);
+  std::shared_ptr<Entry> entry_for(std::string_view path, const std::string& lock_name)
+      KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
     auto it = entries_.find(std::string(path));
     if (it == entries_.end()) {
       if (entries_.size() >= kMaxEntries) return nullptr;
@@ -126,7 +128,7 @@ class NumberedLogCache {
     return it->second;
   }
 
-  void apply(Entry& e, const store::LogTail& tail) const {
+  void apply(Entry& e, const LogTail& tail) const KAGI_REQUIRES(e.mu) {
     if (tail.restarted) {
       e.items.clear();
       e.last_id = 0;
@@ -149,7 +151,7 @@ class NumberedLogCache {
   }
 
   // A whole log: ids grow in log order, so only the newest `keep` items need decoding.
-  void decode_newest(Entry& e, const std::vector<std::string>& records) const {
+  void decode_newest(Entry& e, const std::vector<std::string>& records) const KAGI_REQUIRES(e.mu) {
     e.records = records.size();
     std::vector<Item> newest_first;
     for (auto it = records.rbegin(); it != records.rend(); ++it) {
@@ -166,7 +168,7 @@ class NumberedLogCache {
                    std::make_move_iterator(newest_first.rend()));
   }
 
-  static void note_high_water(Entry& e, std::string_view record) {
+  static void note_high_water(Entry& e, std::string_view record) KAGI_REQUIRES(e.mu) {
     if (auto fields = split_fields(record, 2)) {
       e.last_id = std::max(e.last_id, parse_int((*fields)[1]).value_or(0));
     }
@@ -174,8 +176,8 @@ class NumberedLogCache {
 
   const size_t keep_;
   const Decode decode_;
-  std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;  // guarded by mu_
+  util::Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_ KAGI_GUARDED_BY(mu_);
 };
 
 // Rewrites the log with `items`, keeping `last_id` (after a delete, or to compact).

@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
+
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::util {
 
@@ -25,9 +27,9 @@ class RecentRing {
   RecentRing& operator=(const RecentRing&) = delete;
 
   // Never throws: an event that cannot be stored (out of memory) is counted but dropped.
-  void record(Event event) noexcept {
+  void record(Event event) noexcept KAGI_EXCLUDES(mu_) {
     if (event.time.time_since_epoch().count() == 0) event.time = std::chrono::system_clock::now();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++recorded_;
     if (capacity_ == 0) return;
     try {
@@ -38,26 +40,26 @@ class RecentRing {
     }
   }
   // Counts an event that could not even be built (out of memory).
-  void count_dropped() noexcept {
-    std::lock_guard lock(mu_);
+  void count_dropped() noexcept KAGI_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     ++recorded_;
   }
   // The events still in the ring, newest first.
-  std::vector<Event> recent() const {
-    std::lock_guard lock(mu_);
+  std::vector<Event> recent() const KAGI_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return {ring_.begin(), ring_.end()};
   }
   // Every event ever recorded, including those the ring has dropped.
-  uint64_t recorded() const {
-    std::lock_guard lock(mu_);
+  uint64_t recorded() const KAGI_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return recorded_;
   }
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<Event> ring_;  // guarded by mu_; newest at the front
-  uint64_t recorded_ = 0;   // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<Event> ring_ KAGI_GUARDED_BY(mu_);  // newest at the front
+  uint64_t recorded_ KAGI_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kagi::util

@@ -4,13 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <thread>
+
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::apps::chat {
 namespace {
@@ -28,7 +29,7 @@ class Answers {
             .deadline = deadline,
             .complete =
                 [this](std::string body) {
-                  std::lock_guard lock(mu_);
+                  util::MutexLock lock(mu_);
                   bodies_.push_back(std::move(body));
                   cv_.notify_all();
                   return true;
@@ -36,16 +37,18 @@ class Answers {
             .gone = [gone] { return gone && gone->load(); }};
   }
   // Waits (at most 10 s: a generous bound, not a measurement) for `n` answers.
-  std::vector<std::string> await(size_t n) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, 10s, [&] { return bodies_.size() >= n; });
+  std::vector<std::string> await(size_t n) KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (bodies_.size() < n && cv_.wait_until(mu_, deadline) != std::cv_status::timeout) {
+    }
     return bodies_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> bodies_;  // guarded by mu_
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::vector<std::string> bodies_ KAGI_GUARDED_BY(mu_);
 };
 
 class WatcherTest : public ::testing::Test {

@@ -29,9 +29,16 @@ bool eventually(Pred pred, Clock::duration limit = 10s) {
   return true;
 }
 
-// Sanitizers keep shadow memory for every byte ever touched: RSS says nothing there.
+// Sanitizers keep shadow memory for every byte ever touched: RSS says nothing there. GCC
+// names them with __SANITIZE_*__, clang (the TSan build) with __has_feature.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
 #else
 constexpr bool kSanitized = false;
 #endif
