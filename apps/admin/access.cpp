@@ -26,8 +26,8 @@ int base64_value(char c) {
   return -1;
 }
 
-int64_t steady_now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
+int64_t steady_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
@@ -48,20 +48,20 @@ std::string make_stand_in(const std::map<std::string, std::string>& users) {
 LoginBackoff::LoginBackoff(int free_failures, int64_t max_wait_s, size_t max_addresses)
     : free_failures_(free_failures), max_wait_s_(max_wait_s), max_addresses_(max_addresses) {}
 
-int64_t LoginBackoff::wait_s(const std::string& address, int64_t now_s) const {
+int64_t LoginBackoff::wait_ms(const std::string& address, int64_t now_ms) const {
   util::MutexLock lock(mu_);
   auto it = records_.find(address);
-  return it == records_.end() ? 0 : std::max<int64_t>(0, it->second.until_s - now_s);
+  return it == records_.end() ? 0 : std::max<int64_t>(0, it->second.until_ms - now_ms);
 }
 
-void LoginBackoff::failed(const std::string& address, int64_t now_s) {
+void LoginBackoff::failed(const std::string& address, int64_t now_ms) {
   util::MutexLock lock(mu_);
   auto it = records_.find(address);
   if (it == records_.end()) {
     if (records_.size() >= max_addresses_) {
       auto oldest = std::min_element(
           records_.begin(), records_.end(),
-          [](const auto& a, const auto& b) { return a.second.until_s < b.second.until_s; });
+          [](const auto& a, const auto& b) { return a.second.until_ms < b.second.until_ms; });
       records_.erase(oldest);
     }
     it = records_.emplace(address, Record{}).first;
@@ -71,8 +71,9 @@ void LoginBackoff::failed(const std::string& address, int64_t now_s) {
   // The try after the last free failure waits 1 s; each failure after that doubles it.
   const int over = r.failures - free_failures_;
   if (over >= 0) {
-    r.until_s =
-        now_s + (over >= 30 ? max_wait_s_ : std::min<int64_t>(max_wait_s_, int64_t{1} << over));
+    const int64_t wait_s =
+        over >= 30 ? max_wait_s_ : std::min<int64_t>(max_wait_s_, int64_t{1} << over);
+    r.until_ms = now_ms + wait_s * 1000;
   }
 }
 
@@ -207,11 +208,11 @@ Access AdminAccess::check(std::string_view client_address,
   if (!authorization) return Access::kUnauthorized;  // a browser's first try: not a failure
   // A backing-off address is refused before any hash: guessing costs the guesser time, and
   // the server nothing.
-  const int64_t now = steady_now_s();
-  if (int64_t wait = backoff_.wait_s(client, now)) {
-    throw HttpError(429, "Too many failed logins from " + client + ". Please wait " +
-                             std::to_string(wait) + " seconds and try again.")
-        .with_header("Retry-After", std::to_string(wait));
+  if (const int64_t wait_ms = backoff_.wait_ms(client, steady_now_ms())) {
+    const std::string wait_s = std::to_string((wait_ms + 999) / 1000);  // whole seconds, up
+    throw HttpError(429, "Too many failed logins from " + client + ". Please wait " + wait_s +
+                             " seconds and try again.")
+        .with_header("Retry-After", wait_s);
   }
   auto creds = parse_basic_auth(*authorization);
   bool ok = false;
@@ -223,7 +224,8 @@ Access AdminAccess::check(std::string_view client_address,
     ok = util::verify_password(creds->password, hash ? *hash : stand_in) && hash;
   }
   if (!ok) {
-    backoff_.failed(client, now);
+    // Timed after the hash: the wait starts when the answer goes out, however slow the hash.
+    backoff_.failed(client, steady_now_ms());
     return Access::kUnauthorized;
   }
   backoff_.succeeded(client);

@@ -60,16 +60,18 @@ class LoginBackoff {
   LoginBackoff(const LoginBackoff&) = delete;
   LoginBackoff& operator=(const LoginBackoff&) = delete;
 
-  // Seconds `address` must still wait at `now_s` (steady seconds); 0: it may try now.
-  int64_t wait_s(const std::string& address, int64_t now_s) const KAGI_EXCLUDES(mu_);
-  void failed(const std::string& address, int64_t now_s) KAGI_EXCLUDES(mu_);
+  // Milliseconds `address` must still wait at `now_ms` (steady clock); 0: it may try now.
+  // Kept in milliseconds: in whole seconds a failure late in a second would wait almost
+  // nothing.
+  int64_t wait_ms(const std::string& address, int64_t now_ms) const KAGI_EXCLUDES(mu_);
+  void failed(const std::string& address, int64_t now_ms) KAGI_EXCLUDES(mu_);
   void succeeded(const std::string& address) KAGI_EXCLUDES(mu_);
   size_t size() const KAGI_EXCLUDES(mu_);
 
  private:
   struct Record {
     int failures = 0;
-    int64_t until_s = 0;  // no try before this
+    int64_t until_ms = 0;  // no try before this
   };
   const int free_failures_;
   const int64_t max_wait_s_;

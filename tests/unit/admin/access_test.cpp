@@ -197,30 +197,37 @@ TEST(AdminAccessTest, FailedLoginsBackOffWithRetryAfter) {
 
 TEST(LoginBackoffTest, DoublesUpToTheCapAndSuccessClears) {
   LoginBackoff b(2, 10, 100);
-  b.failed("a", 100);
-  EXPECT_EQ(b.wait_s("a", 100), 0) << "a free failure";
-  b.failed("a", 100);
-  EXPECT_EQ(b.wait_s("a", 100), 1);
-  EXPECT_EQ(b.wait_s("a", 101), 0) << "the wait is over";
-  b.failed("a", 101);
-  EXPECT_EQ(b.wait_s("a", 101), 2);
-  b.failed("a", 103);
-  EXPECT_EQ(b.wait_s("a", 103), 4);
-  b.failed("a", 107);
-  EXPECT_EQ(b.wait_s("a", 107), 8);
-  for (int i = 0; i < 100; ++i) b.failed("a", 200);
-  EXPECT_EQ(b.wait_s("a", 200), 10) << "capped";
+  b.failed("a", 100'000);
+  EXPECT_EQ(b.wait_ms("a", 100'000), 0) << "a free failure";
+  b.failed("a", 100'000);
+  EXPECT_EQ(b.wait_ms("a", 100'000), 1000);
+  EXPECT_EQ(b.wait_ms("a", 101'000), 0) << "the wait is over";
+  b.failed("a", 101'000);
+  EXPECT_EQ(b.wait_ms("a", 101'000), 2000);
+  b.failed("a", 103'000);
+  EXPECT_EQ(b.wait_ms("a", 103'000), 4000);
+  b.failed("a", 107'000);
+  EXPECT_EQ(b.wait_ms("a", 107'000), 8000);
+  for (int i = 0; i < 100; ++i) b.failed("a", 200'000);
+  EXPECT_EQ(b.wait_ms("a", 200'000), 10'000) << "capped";
   b.succeeded("a");
-  EXPECT_EQ(b.wait_s("a", 200), 0);
+  EXPECT_EQ(b.wait_ms("a", 200'000), 0);
+}
+
+// A failure late in a second still waits its whole second (in whole seconds it waited ~0).
+TEST(LoginBackoffTest, AFailureLateInASecondWaitsTheWholeSecond) {
+  LoginBackoff b(1, 10, 100);  // the first failure waits 1 s
+  b.failed("a", 100'999);
+  EXPECT_EQ(b.wait_ms("a", 101'000), 999);
 }
 
 TEST(LoginBackoffTest, TheTableStaysBounded) {
   LoginBackoff b(0, 60, 4);
   for (int i = 0; i < 100; ++i) {
-    b.failed("10.0.0." + std::to_string(i), i);
+    b.failed("10.0.0." + std::to_string(i), i * 1000);
     EXPECT_LE(b.size(), 4u);
   }
-  EXPECT_GT(b.wait_s("10.0.0.99", 99), 0) << "the newest are remembered";
+  EXPECT_GT(b.wait_ms("10.0.0.99", 99'000), 0) << "the newest are remembered";
 }
 
 }  // namespace
