@@ -71,16 +71,16 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
 
 DataDir::~DataDir() = default;
 
-Status DataDir::check_guard(std::string_view op, std::string_view path,
-                            const lock::Guard& guard) const {
+Status DataDir::check_access(std::string_view op, std::string_view path,
+                             const lock::Guard& guard) const {
+  if (Status s = check_path(op, path); !s.ok()) return s;
   if (Status s = detail::check_held(op, path, guard); !s.ok()) return s;
   bindings_.note(op, path, guard.name());
   return {};
 }
 
 Result<std::string> DataDir::read(const lock::Guard& guard, std::string_view path) const {
-  if (Status s = check_path("read", path); !s.ok()) return s;
-  if (Status s = check_guard("read", path, guard); !s.ok()) return s;
+  if (Status s = check_access("read", path, guard); !s.ok()) return s;
   util::UniqueFd fd;
   std::string step;
   if (int r = walk_.open_readonly(path, &fd, &step); r < 0) {
@@ -95,8 +95,7 @@ Result<std::string> DataDir::read(const lock::Guard& guard, std::string_view pat
 }
 
 Result<bool> DataDir::exists(const lock::Guard& guard, std::string_view path) const {
-  if (Status s = check_path("exists", path); !s.ok()) return s;
-  if (Status s = check_guard("exists", path, guard); !s.ok()) return s;
+  if (Status s = check_access("exists", path, guard); !s.ok()) return s;
   const auto segments = path_segments(path);
   detail::DirFd parent;
   std::string step;
@@ -114,8 +113,7 @@ Result<bool> DataDir::exists(const lock::Guard& guard, std::string_view path) co
 
 Status DataDir::commit(const lock::ExclusiveGuard& guard, std::string_view path,
                        std::string_view bytes) {
-  if (Status s = check_path("commit", path); !s.ok()) return s;
-  if (Status s = check_guard("commit", path, guard); !s.ok()) return s;
+  if (Status s = check_access("commit", path, guard); !s.ok()) return s;
   const auto segments = path_segments(path);
   detail::DirFd parent;
   std::string step;
@@ -127,8 +125,7 @@ Status DataDir::commit(const lock::ExclusiveGuard& guard, std::string_view path,
 }
 
 Status DataDir::remove(const lock::ExclusiveGuard& guard, std::string_view path) {
-  if (Status s = check_path("remove", path); !s.ok()) return s;
-  if (Status s = check_guard("remove", path, guard); !s.ok()) return s;
+  if (Status s = check_access("remove", path, guard); !s.ok()) return s;
   const auto segments = path_segments(path);
   detail::DirFd parent;
   std::string step;
@@ -155,8 +152,7 @@ Status DataDir::remove(const lock::ExclusiveGuard& guard, std::string_view path)
 
 Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
                        std::string_view record) {
-  if (Status s = check_path("append", path); !s.ok()) return s;
-  if (Status s = check_guard("append", path, guard); !s.ok()) return s;
+  if (Status s = check_access("append", path, guard); !s.ok()) return s;
   const detail::AppendContext ctx{fs_, walk_, log_ends_, damage_, file_mode_, fsync_};
   return detail::append_record(ctx, guard, path, record);
 }
@@ -179,8 +175,7 @@ Status DataDir::rewrite_log(const lock::ExclusiveGuard& guard, std::string_view 
 
 Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std::string_view path,
                                                    size_t last_n) const {
-  if (Status s = check_path("read_log", path); !s.ok()) return s;
-  if (Status s = check_guard("read_log", path, guard); !s.ok()) return s;
+  if (Status s = check_access("read_log", path, guard); !s.ok()) return s;
   util::UniqueFd fd;
   std::string step;
   if (int r = walk_.open_readonly(path, &fd, &step); r < 0) {
@@ -192,8 +187,7 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
 
 Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_view path,
                                         LogCursor& cursor) const {
-  if (Status s = check_path("read_log", path); !s.ok()) return s;
-  if (Status s = check_guard("read_log", path, guard); !s.ok()) return s;
+  if (Status s = check_access("read_log", path, guard); !s.ok()) return s;
   util::UniqueFd fd;
   std::string step;
   if (int r = walk_.open_readonly(path, &fd, &step); r < 0) {

@@ -147,9 +147,9 @@ class DataDir {
  private:
   DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs);
 
-  // Refuses a guard that no longer holds its lock; remembers (or compares) the lock protecting
-  // `path`.
-  Status check_guard(std::string_view op, std::string_view path, const lock::Guard& guard) const;
+  // What every call checks first: refuses an unsafe path and a guard that no longer holds its
+  // lock; remembers (or compares) the lock protecting `path`.
+  Status check_access(std::string_view op, std::string_view path, const lock::Guard& guard) const;
 
   const std::string dir_;
   const bool fsync_;

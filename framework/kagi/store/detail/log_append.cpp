@@ -51,17 +51,17 @@ Status open_log(const AppendContext& ctx, std::string_view path, OpenLog* log) {
 // Step 2. Where whole records end, starting from what this process verified before; damage
 // followed by intact records stays where it is (kagi-fsck can show and repair it) and is
 // reported.
-Status find_end(const AppendContext& ctx, std::string_view path, OpenLog& log, LogEnd* end) {
+Status find_end(const AppendContext& ctx, const std::string& path, OpenLog& log, LogEnd* end) {
   if (int r = ctx.fs.fstat_birth(log.fd.get(), &log.st, &log.birth_ns); r < 0) {
     return Status::failed(sys_error(r), "append", path, "fstat");
   }
-  const std::string key(path);
   if (Status s =
-          find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, ctx.ends.find(key), path, end);
+          find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, ctx.ends.find(path), path, end);
       !s.ok()) {
     return s;
   }
-  if (!end->damage.empty()) ctx.damage.report("append", key, log.st, end->parsed_from, end->damage);
+  if (!end->damage.empty())
+    ctx.damage.report("append", path, log.st, end->parsed_from, end->damage);
   return {};
 }
 
@@ -131,7 +131,7 @@ LogCursor cursor_past(const OpenLog& log, uint64_t at, std::string_view frame, s
 }
 
 // Steps 2 to 6 on the open log.
-Status append_to(const AppendContext& ctx, const lock::Guard& guard, std::string_view path,
+Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::string& path,
                  std::string_view record, OpenLog& log) {
   LogEnd end;
   if (Status s = find_end(ctx, path, log, &end); !s.ok()) return s;
@@ -139,7 +139,7 @@ Status append_to(const AppendContext& ctx, const lock::Guard& guard, std::string
   if (Status s = cut_torn_tail(ctx, path, log, end.valid_end); !s.ok()) return s;
   const std::string frame = frame_for(record, end.valid_end == 0);
   if (Status s = write_frame(ctx, path, log, end.valid_end, frame); !s.ok()) return s;
-  ctx.ends.remember(std::string(path), cursor_past(log, end.valid_end, frame, record.size()));
+  ctx.ends.remember(path, cursor_past(log, end.valid_end, frame, record.size()));
   return {};
 }
 
@@ -153,7 +153,8 @@ Status append_record(const AppendContext& ctx, const lock::Guard& guard, std::st
   }
   OpenLog log;
   if (Status s = open_log(ctx, path, &log); !s.ok()) return s;
-  Status s = append_to(ctx, guard, path, record, log);
+  const std::string key(path);  // LogEnds' key, made once
+  Status s = append_to(ctx, guard, key, record, log);
   // What this process knew of the log is in doubt after a failure halfway.
   if (!s.ok()) ctx.ends.forget(path);
   return s;
