@@ -123,7 +123,7 @@ ListenSocket ListenSocket::open(const std::string& listen, unsigned mode, int ba
            "start kagi under spawn-fcgi, multiwatch or a systemd .socket unit, or pass "
            "--fcgi unix:PATH / --fcgi HOST:PORT");
     }
-    s.fd_ = fd;
+    s.fd_.reset(fd);
   } else if (listen.rfind("unix:", 0) == 0) {
     std::string path = listen.substr(5);
     s.description_ = listen;
@@ -133,9 +133,9 @@ ListenSocket ListenSocket::open(const std::string& listen, unsigned mode, int ba
       errno = 0;
       fail("FastCGI: " + path + " exists and is not a socket", "remove it or pick another path");
     }
-    s.fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s.fd_ < 0) fail("FastCGI: socket() for " + listen);
-    bind_unix_with_mode(s.fd_, path, mode);
+    s.fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s.fd_) fail("FastCGI: socket() for " + listen);
+    bind_unix_with_mode(s.fd_.get(), path, mode);
     s.unlink_path_ = path;
   } else {
     std::string host, port;
@@ -168,36 +168,36 @@ ListenSocket ListenSocket::open(const std::string& listen, unsigned mode, int ba
       errno = 0;
       fail("FastCGI: cannot resolve '" + listen + "': " + gai_strerror(rc));
     }
-    s.fd_ = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
-    if (s.fd_ < 0) {
+    s.fd_.reset(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol));
+    if (!s.fd_) {
       freeaddrinfo(found);
       fail("FastCGI: socket() for " + listen);
     }
     int one = 1;
-    setsockopt(s.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    rc = ::bind(s.fd_, found->ai_addr, found->ai_addrlen);
+    setsockopt(s.fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    rc = ::bind(s.fd_.get(), found->ai_addr, found->ai_addrlen);
     freeaddrinfo(found);
     if (rc != 0) fail("FastCGI: cannot bind " + listen, "is another process listening there?");
   }
-  if (!listen.empty() && ::listen(s.fd_, backlog) != 0) fail("FastCGI: listen on " + listen);
+  if (!listen.empty() && ::listen(s.fd_.get(), backlog) != 0) fail("FastCGI: listen on " + listen);
   // Several processes may poll the same socket (spawn-fcgi -F N): a process that loses the
   // race for a connection must get EAGAIN, not block a worker in accept().
-  int flags = fcntl(s.fd_, F_GETFL);
-  if (flags < 0 || fcntl(s.fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
+  int flags = fcntl(s.fd_.get(), F_GETFL);
+  if (flags < 0 || fcntl(s.fd_.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
     fail("FastCGI: cannot make " + s.description_ + " non-blocking");
   }
   return s;
 }
 
 ListenSocket::ListenSocket(ListenSocket&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
+    : fd_(std::move(other.fd_)),
       description_(std::move(other.description_)),
       unlink_path_(std::move(other.unlink_path_)) {}
 
 ListenSocket& ListenSocket::operator=(ListenSocket&& other) noexcept {
   if (this != &other) {
     close();
-    fd_ = std::exchange(other.fd_, -1);
+    fd_ = std::move(other.fd_);
     description_ = std::move(other.description_);
     unlink_path_ = std::move(other.unlink_path_);
   }
@@ -205,8 +205,7 @@ ListenSocket& ListenSocket::operator=(ListenSocket&& other) noexcept {
 }
 
 void ListenSocket::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  fd_.reset();
   if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
   unlink_path_.clear();
 }

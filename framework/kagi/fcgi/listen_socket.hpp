@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include <kagi/util/unique_fd.hpp>
+
 namespace kagi::fcgi {
 
 // Owns one listening socket. Move-only; the destructor closes it and unlinks a unix socket
@@ -25,14 +27,14 @@ class ListenSocket {
   ListenSocket(const ListenSocket&) = delete;
   ListenSocket& operator=(const ListenSocket&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // What it listens on, for messages: "unix:/run/kagi.sock", "fd 0", "127.0.0.1:9000".
   const std::string& description() const { return description_; }
   // Closes the socket (and unlinks a unix socket created here). Idempotent.
   void close();
 
  private:
-  int fd_ = -1;
+  util::UniqueFd fd_;
   std::string description_;
   std::string unlink_path_;  // non-empty: we created this unix socket
 };

@@ -41,47 +41,34 @@
 // failing step ("commit bbs/3.dat: rename: No space left on device"); on any error the old
 // content is intact. Thread-safe; one instance per process; any number of processes may share
 // a data.dir (the locks keep them apart).
+//
+// The implementation is one job per file under store/detail/: safe_path_walk (opening below
+// data.dir), atomic_commit, log_append, log_recovery (where whole records end), log_read,
+// temp_cleanup, lock_binding and damage_report; this class composes them.
 #pragma once
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include <kagi/lock/guard.hpp>
+#include <kagi/store/detail/damage_report.hpp>
+#include <kagi/store/detail/lock_binding.hpp>
 #include <kagi/store/detail/log_format.hpp>
+#include <kagi/store/detail/log_recovery.hpp>
+#include <kagi/store/detail/safe_path_walk.hpp>
 #include <kagi/store/fs.hpp>
+#include <kagi/store/log_cursor.hpp>
 #include <kagi/store/status.hpp>
+#include <kagi/util/unique_fd.hpp>
 
 namespace kagi::store {
-
-// Where a reader (or appender) of a log stopped: the file's identity and the end of the last
-// whole record it saw, with that record's frame header. The birth time (where the filesystem
-// keeps one) and the header, read again, are checked before the cursor is trusted, so a log
-// replaced by rewrite_log() is noticed even when the new file reuses the old inode number.
-struct LogCursor {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  int64_t birth_ns = 0;      // 0: the filesystem does not say
-  uint64_t end = 0;          // just past the last whole record seen; 0: nothing seen yet
-  uint64_t last_start = 0;   // where that record's frame starts; 0: no record (an empty log)
-  uint64_t last_header = 0;  // its 8-byte frame header (length and CRC-32C)
-};
-
-// What read_log_since() found.
-struct LogTail {
-  bool restarted = false;            // the cursor did not hold: `records` is the whole log
-  std::vector<std::string> records;  // oldest first
-};
 
 struct DataOptions {
   std::string dir = "var/data";  // data.dir: created if missing
@@ -152,68 +139,30 @@ class DataDir {
   // Temp files removed by open() (left by processes that died mid-commit).
   size_t cleaned_temp_files() const { return cleaned_; }
   // How many times a file was touched under a different lock than before (each is logged).
-  uint64_t lock_mismatches() const { return mismatches_.load(std::memory_order_relaxed); }
+  uint64_t lock_mismatches() const { return bindings_.mismatches(); }
   // Damaged spans found in the middle of logs by this DataDir (each counted and logged once;
   // also in store::damage_log()).
-  uint64_t damaged_spans() const { return damaged_.load(std::memory_order_relaxed); }
+  uint64_t damaged_spans() const { return damage_.reported(); }
 
  private:
-  DataDir(std::string dir, int root_fd, const DataOptions& options, FileSystem& fs);
+  DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs);
 
-  // Opens the directory holding `segments.back()`; returns its fd (root_fd_ for top-level
-  // files: not to be closed) or -errno. With `create`, missing directories are made.
-  // Checks that the guard holds its lock and remembers (or compares) the lock protecting
-  // `path`.
-  Status check_guard(std::string_view op, std::string_view path, const lock::Guard& guard) const;
-
-  int open_parent(const std::vector<std::string_view>& segments, bool create,
-                  std::string* failed_step) const;
-  void close_parent(int fd) const;
-  // `path` opened by the kernel in one call (FileSystem::open_beneath) when it can: the fd,
-  // -ENOENT, or kWalk when the segment-by-segment walk must decide (unsupported, a symlink,
-  // any other error: the walk also names the failing step).
-  static constexpr int kWalk = -100000;
-  int open_direct(std::string_view path, int flags) const;
-  // Opens `path` read-only: the fd, -ENOENT if it or a directory on the way is missing, or
-  // another -errno with `failed_step` set.
-  int open_readonly(const std::vector<std::string_view>& segments, std::string_view path,
-                    std::string* failed_step) const;
+  // What every call checks first: refuses an unsafe path and a guard that no longer holds its
+  // lock; remembers (or compares) the lock protecting `path`.
+  Status check_access(std::string_view op, std::string_view path, const lock::Guard& guard) const;
 
   const std::string dir_;
-  const int root_fd_;
   const bool fsync_;
   const mode_t file_mode_;
   const mode_t dir_mode_;
   FileSystem& fs_;
-  mutable std::atomic<bool> direct_open_{true};  // false once open_beneath said ENOSYS/EPERM
-  size_t cleaned_ = 0;                           // set once by open(), then read-only
+  const detail::SafePathWalk walk_;  // owns data.dir's descriptor
+  size_t cleaned_ = 0;               // set once by open(), then read-only
 
-  // The lock each file was first used under (bounded: cleared when full; it is a
-  // diagnostic, not a rule).
-  struct Binding {
-    std::string lock;
-    bool warned = false;  // a mismatch on this file was logged already
-  };
-  mutable std::mutex bindings_mu_;
-  mutable std::unordered_map<std::string, Binding> bindings_;  // guarded by bindings_mu_
-  mutable std::atomic<uint64_t> mismatches_{0};
-
-  // Reports each damaged span of the log `st` (`spans` relative to file offset `from`) once:
-  // an error log line naming file and offset, damaged_spans(), store::damage_log().
-  void report_damage(std::string_view op, std::string_view path, const struct stat& st,
-                     uint64_t from, const std::vector<detail::Damage>& spans) const;
-
-  // The damaged spans reported already ("dev:ino:offset"; bounded: cleared when full, which
-  // at worst reports a span again).
-  mutable std::mutex damage_mu_;
-  mutable std::unordered_set<std::string> reported_;  // guarded by damage_mu_
-  mutable std::atomic<uint64_t> damaged_{0};
-
-  // Logs this process has appended to: where their whole records end. An entry is only a
-  // hint: it is used when the cursor still holds (log_cursor_holds), and records past its
-  // end (appended by other processes) are verified before an append.
-  mutable std::mutex logs_mu_;
-  std::unordered_map<std::string, LogCursor> logs_;  // guarded by logs_mu_
+  // Diagnostics and hints, updated by const readers too; each is thread-safe on its own.
+  mutable detail::LockBindings bindings_;
+  mutable detail::DamageReporter damage_;
+  mutable detail::LogEnds log_ends_;
 };
 
 }  // namespace kagi::store

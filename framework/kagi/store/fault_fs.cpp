@@ -3,29 +3,29 @@
 namespace kagi::store {
 
 void FaultFs::fail_nth(Op op, int n, int error) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto i = static_cast<size_t>(op);
   faults_[i] = Fault{calls_[i] + static_cast<uint64_t>(n), error};
 }
 
 void FaultFs::clear() {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   faults_.fill(Fault{});
   flip_ = Flip{};
 }
 
 void FaultFs::flip_on_read(uint64_t offset, unsigned char mask) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   flip_ = Flip{offset, mask};
 }
 
 uint64_t FaultFs::calls(Op op) const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return calls_[static_cast<size_t>(op)];
 }
 
 int FaultFs::tick(Op op) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   auto i = static_cast<size_t>(op);
   ++calls_[i];
   if (faults_[i].at != 0 && calls_[i] == faults_[i].at) {
@@ -42,18 +42,18 @@ int FaultFs::open_at(int dir_fd, const char* name, int flags, mode_t mode) {
 }
 
 void FaultFs::allow_direct_open(bool on) {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   direct_allowed_ = on;
 }
 
 uint64_t FaultFs::direct_opens() const {
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   return direct_opens_;
 }
 
 int FaultFs::open_beneath(int dir_fd, const char* path, int flags) {
   {
-    std::lock_guard lock(mu_);
+    util::MutexLock lock(mu_);
     if (!direct_allowed_) return -ENOSYS;
     ++direct_opens_;
   }
@@ -73,7 +73,7 @@ ssize_t FaultFs::pwrite(int fd, const void* data, size_t size, off_t offset) {
 ssize_t FaultFs::pread(int fd, void* buf, size_t size, off_t offset) {
   if (int e = tick(Op::kPread)) return -e;
   const ssize_t n = real_fs().pread(fd, buf, size, offset);
-  std::lock_guard lock(mu_);
+  util::MutexLock lock(mu_);
   const auto from = static_cast<uint64_t>(offset);
   if (n > 0 && flip_.mask != 0 && flip_.offset >= from &&
       flip_.offset < from + static_cast<uint64_t>(n)) {

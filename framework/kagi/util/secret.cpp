@@ -10,6 +10,7 @@
 
 #include <kagi/util/random.hpp>
 #include <kagi/util/sha256.hpp>
+#include <kagi/util/unique_fd.hpp>
 
 namespace kagi::util {
 namespace {
@@ -25,16 +26,18 @@ std::runtime_error secret_error(const std::string& what, const std::string& path
 // already (another process won the race, or an earlier start made it).
 void create(const std::string& path) {
   const std::string tmp = path + ".new." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw secret_error("cannot create the server secret", tmp, errno);
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) throw secret_error("cannot create the server secret", tmp, errno);
   const std::string text = random_hex(32) + "\n";
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool written =
+      ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int write_errno = errno;
-  const bool synced = written && ::fsync(fd) == 0;
-  ::close(fd);
+  const bool synced = written && ::fsync(fd.get()) == 0;
+  const int sync_errno = errno;
+  fd.reset();  // closed before it is published or removed
   if (!synced) {
     ::unlink(tmp.c_str());
-    throw secret_error("cannot write the server secret", tmp, written ? errno : write_errno);
+    throw secret_error("cannot write the server secret", tmp, written ? sync_errno : write_errno);
   }
   const int linked = ::link(tmp.c_str(), path.c_str());
   const int link_errno = errno;
@@ -53,17 +56,16 @@ int hex_value(char c) {
 }  // namespace
 
 Secret Secret::load_or_create(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd && errno == ENOENT) {
     create(path);
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   }
-  if (fd < 0) throw secret_error("cannot read the server secret", path, errno);
+  if (!fd) throw secret_error("cannot read the server secret", path, errno);
   struct stat st {};
-  ::fstat(fd, &st);
+  ::fstat(fd.get(), &st);
   char text[kHexChars + 2];
-  const ssize_t n = ::read(fd, text, sizeof text);
-  ::close(fd);
+  const ssize_t n = ::read(fd.get(), text, sizeof text);
   if ((st.st_mode & 077) != 0) {
     throw std::runtime_error("the server secret '" + path +
                              "' is readable by other users: run chmod 600 on it");

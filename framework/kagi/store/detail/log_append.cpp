@@ -1,0 +1,163 @@
+#include <kagi/store/detail/log_append.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <string>
+
+#include <kagi/store/detail/file_io.hpp>
+#include <kagi/store/detail/log_format.hpp>
+#include <kagi/store/path.hpp>
+#include <kagi/util/log.hpp>
+#include <kagi/util/unique_fd.hpp>
+
+namespace kagi::store::detail {
+
+namespace {
+
+constexpr int kLogFlags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
+
+// The log as the append opened it.
+struct OpenLog {
+  util::UniqueFd fd;
+  DirFd parent;          // held when the walk opened the log: a new entry is fsynced there
+  bool created = false;  // this append created the file
+  struct stat st {};
+  int64_t birth_ns = 0;
+};
+
+// Step 1. The usual case, an existing log, in one open; the walk creates what is missing and
+// keeps the directory to make the new entry durable.
+Status open_log(const AppendContext& ctx, std::string_view path, OpenLog* log) {
+  if (ctx.walk.open_direct(path, kLogFlags, &log->fd) == 0) return {};
+  const auto segments = path_segments(path);
+  std::string step;
+  if (int r = ctx.walk.open_parent(segments, true, &log->parent, &step); r < 0) {
+    return open_failed(r, "append", path, step);
+  }
+  const std::string leaf(segments.back());
+  int fd = ctx.fs.open_at(log->parent.get(), leaf.c_str(), kLogFlags, 0);
+  if (fd == -ENOENT) {
+    fd = ctx.fs.open_at(log->parent.get(), leaf.c_str(), kLogFlags | O_CREAT | O_EXCL,
+                        ctx.file_mode);
+    log->created = fd >= 0;
+  }
+  if (fd < 0) return open_failed(fd, "append", path, "open");
+  log->fd.reset(fd);
+  return {};
+}
+
+// Step 2. Where whole records end, starting from what this process verified before; damage
+// followed by intact records stays where it is (kagi-fsck can show and repair it) and is
+// reported.
+Status find_end(const AppendContext& ctx, const std::string& path, OpenLog& log, LogEnd* end) {
+  if (int r = ctx.fs.fstat_birth(log.fd.get(), &log.st, &log.birth_ns); r < 0) {
+    return Status::failed(sys_error(r), "append", path, "fstat");
+  }
+  if (Status s =
+          find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, ctx.ends.find(path), path, end);
+      !s.ok()) {
+    return s;
+  }
+  if (!end->damage.empty())
+    ctx.damage.report("append", path, log.st, end->parsed_from, end->damage);
+  return {};
+}
+
+// Step 3. The last check before anything changes on disk: a stale holder must not even trim
+// the tail, which might be the current holder's record in progress.
+Status fence(const lock::Guard& guard, std::string_view path) {
+  if (std::error_code ec = guard.verify()) {
+    return Status::failed(ec, "append", path, "fence (lock '" + guard.name() + "')");
+  }
+  return {};
+}
+
+// Step 4. Cuts the bytes past the last whole record: what a writer that died mid-append left.
+// Only a tail no intact record follows gets here (find_log_end ends at the last one).
+Status cut_torn_tail(const AppendContext& ctx, std::string_view path, const OpenLog& log,
+                     uint64_t valid_end) {
+  const auto size = static_cast<uint64_t>(log.st.st_size);
+  if (valid_end >= size) return {};
+  if (int r = ctx.fs.ftruncate(log.fd.get(), static_cast<off_t>(valid_end)); r < 0) {
+    return Status::failed(sys_error(r), "append", path, "truncate torn tail");
+  }
+  util::log_warn("store: append " + std::string(path) + ": dropped a torn tail of " +
+                 std::to_string(size - valid_end) +
+                 " bytes (a writer died mid-append; its record was never acknowledged)");
+  return {};
+}
+
+// The bytes step 5 writes: the record's frame, after the magic if the log has none yet.
+std::string frame_for(std::string_view record, bool new_log) {
+  std::string frame;
+  frame.reserve(kLogMagic.size() + kRecordHeader + record.size());
+  if (new_log) frame.append(kLogMagic);
+  encode_record(frame, record);
+  return frame;
+}
+
+// Step 5. Writes `frame` at `at` and makes it durable. A failed write or fsync is undone, so
+// that an unacknowledged record never shows up later.
+Status write_frame(const AppendContext& ctx, std::string_view path, const OpenLog& log, uint64_t at,
+                   std::string_view frame) {
+  const int fd = log.fd.get();
+  auto undo = [&](long r, std::string_view step) {
+    ctx.fs.ftruncate(fd, static_cast<off_t>(at));
+    return Status::failed(sys_error(r), "append", path, step);
+  };
+  if (long r = write_all(ctx.fs, fd, frame, static_cast<off_t>(at)); r < 0) {
+    return undo(r, "write");
+  }
+  if (ctx.fsync) {
+    if (int r = ctx.fs.fsync(fd); r < 0) return undo(r, "fsync");
+    if (log.created) {
+      if (int r = ctx.fs.fsync(log.parent.get()); r < 0) return undo(r, "fsync directory");
+    }
+  }
+  return {};
+}
+
+// Step 6. The cursor past the record just written, for the next append's find_end.
+LogCursor cursor_past(const OpenLog& log, uint64_t at, std::string_view frame, size_t payload) {
+  const size_t record_at = frame.size() - kRecordHeader - payload;
+  return LogCursor{.dev = log.st.st_dev,
+                   .ino = log.st.st_ino,
+                   .birth_ns = log.birth_ns,
+                   .end = at + frame.size(),
+                   .last_start = at + record_at,
+                   .last_header = load_u64(frame.data() + record_at)};
+}
+
+// Steps 2 to 6 on the open log.
+Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::string& path,
+                 std::string_view record, OpenLog& log) {
+  LogEnd end;
+  if (Status s = find_end(ctx, path, log, &end); !s.ok()) return s;
+  if (Status s = fence(guard, path); !s.ok()) return s;
+  if (Status s = cut_torn_tail(ctx, path, log, end.valid_end); !s.ok()) return s;
+  const std::string frame = frame_for(record, end.valid_end == 0);
+  if (Status s = write_frame(ctx, path, log, end.valid_end, frame); !s.ok()) return s;
+  ctx.ends.remember(path, cursor_past(log, end.valid_end, frame, record.size()));
+  return {};
+}
+
+}  // namespace
+
+Status append_record(const AppendContext& ctx, const lock::Guard& guard, std::string_view path,
+                     std::string_view record) {
+  if (record.size() > kMaxRecord) {
+    return Status::failed(Errc::kTooLarge, "append", path,
+                          std::to_string(record.size()) + " bytes (limit 16 MiB)");
+  }
+  OpenLog log;
+  if (Status s = open_log(ctx, path, &log); !s.ok()) return s;
+  const std::string key(path);  // LogEnds' key, made once
+  Status s = append_to(ctx, guard, key, record, log);
+  // What this process knew of the log is in doubt after a failure halfway.
+  if (!s.ok()) ctx.ends.forget(path);
+  return s;
+}
+
+}  // namespace kagi::store::detail

@@ -1,0 +1,28 @@
+// store/detail/log_read.hpp — decoding an open log for readers: all its records, or those past
+// a cursor. Readers may hold only a shared lock, so they never write: a torn tail is left for
+// the next append to cut, and damaged spans are skipped (and reported).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <kagi/store/detail/damage_report.hpp>
+#include <kagi/store/fs.hpp>
+#include <kagi/store/log_cursor.hpp>
+#include <kagi/store/status.hpp>
+
+namespace kagi::store::detail {
+
+// The intact records of the open log `fd`, oldest first, at most the last `last_n`. Errors name
+// "read_log" and `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
+Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::string_view path,
+                                              size_t last_n, DamageReporter& damage);
+
+// The records of the open log `fd` past `cursor`, and the cursor moved past them; the whole
+// log with `restarted` set when the cursor no longer holds. On error the cursor is unchanged.
+Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
+                                   DamageReporter& damage);
+
+}  // namespace kagi::store::detail

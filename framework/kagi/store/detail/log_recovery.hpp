@@ -1,0 +1,71 @@
+// store/detail/log_recovery.hpp — working out where a log's whole records end: after a crash
+// (a torn tail), after other processes appended, after damage in the middle.
+//
+// Reading a whole log for every append would cost O(log) per record. Instead each DataDir
+// remembers, per log, the cursor it verified last (LogEnds), and trusts it only while it
+// provably still describes the file (log_cursor_holds): then only the bytes past it are read.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <kagi/store/detail/log_format.hpp>
+#include <kagi/store/fs.hpp>
+#include <kagi/store/log_cursor.hpp>
+#include <kagi/store/status.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
+
+namespace kagi::store::detail {
+
+// Does `c` still describe the start of the open log `fd` (stat'ed as `st`, born `birth_ns`)?
+// The same file, no shorter than the cursor's end, and the cursor's last record still in place
+// (its header read again: a replaced log that reuses the inode number fails here). 1 yes, 0 no,
+// <0 -errno.
+int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
+                     const LogCursor& c);
+
+// The cursor after `bytes`, read from offset `from` (a record boundary) of the file `st`, of
+// which the first `valid` bytes are whole records, the last one `last_payload` bytes long
+// (none: the cursor's last record stays `before`'s).
+LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor& before,
+                       uint64_t from, std::string_view bytes, size_t valid,
+                       std::optional<size_t> last_payload);
+
+// Where an appender found the whole records of a log to end.
+struct LogEnd {
+  uint64_t valid_end = 0;      // past the last intact record (0: not even a whole magic)
+  uint64_t parsed_from = 0;    // the file offset the `damage` offsets are relative to
+  std::vector<Damage> damage;  // damaged spans met on the way (intact records follow each)
+};
+
+// Finds the end of the whole records of the open log `fd` (stat'ed `st`, born `birth_ns`),
+// reading only what lies past `known` when that cursor still holds. Errors name "append" and
+// `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
+Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
+                    const LogCursor& known, std::string_view path, LogEnd* end);
+
+// What this process verified of each log it appended to: hints for find_log_end, trusted only
+// while log_cursor_holds. Thread-safe; bounded (cleared when full: a hint cache, not a
+// registry).
+class LogEnds {
+ public:
+  // The cursor remembered for `path`, or an empty one.
+  LogCursor find(const std::string& path) const KAGI_EXCLUDES(mu_);
+  void remember(const std::string& path, const LogCursor& cursor) KAGI_EXCLUDES(mu_);
+  // After the log was replaced, removed, or an append failed halfway: what was verified no
+  // longer applies.
+  void forget(std::string_view path) KAGI_EXCLUDES(mu_);
+
+ private:
+  mutable util::Mutex mu_;
+  std::unordered_map<std::string, LogCursor> ends_ KAGI_GUARDED_BY(mu_);
+};
+
+}  // namespace kagi::store::detail
