@@ -6,10 +6,10 @@
 #include <kagi/app/http_error.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/lock/registry.hpp>
+#include <kagi/stats/host_stats.hpp>
 #include <kagi/store/damage.hpp>
 #include <kagi/view/views.hpp>
 #include "admin/access.hpp"
-#include "admin/host_stats.hpp"
 #include "admin/status.hpp"
 
 namespace kagi::apps {
@@ -26,7 +26,7 @@ struct AdminState {
         publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}) {}
   admin::AdminAccess access;
   std::string locks_dir;
-  admin::StatsPublisher publisher;
+  stats::StatsPublisher publisher;
 };
 
 void require_access(const AdminState& state, const Request& req) {

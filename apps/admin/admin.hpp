@@ -12,7 +12,7 @@
 
 namespace kagi::apps {
 
-// Mounts the admin routes and starts this process's stats publisher (admin/host_stats.hpp), so
+// Mounts the admin routes and starts this process's stats publisher (kagi/stats/host_stats.hpp), so
 // pages served by any worker show every worker's counters. Call after any fork().
 void mount_admin(App& app);
 

@@ -181,7 +181,7 @@ LockStatus collect_status(const std::string& locks_dir) {
   s.served_by = ::getpid();
   s.processes = snap.processes;
   s.locks = group_entries(std::move(snap.entries));
-  s.host = read_host_stats(locks_dir);
+  s.host = stats::read_host_stats(locks_dir);
   return s;
 }
 
@@ -249,7 +249,7 @@ std::string to_json(const LockStatus& s) {
     w.end_object();
   }
   w.end_array().end_object().key("events").begin_array();
-  for (const Event& e : s.host.events) {
+  for (const stats::Event& e : s.host.events) {
     w.begin_object()
         .key("time")
         .value(iso_time(e.unix_ms))
@@ -462,7 +462,7 @@ void fill_dict(const LockStatus& s, view::Dict& dict) {
     r.set("ROW_CLASS", by_class[5] > 0 ? "bad" : "");
   }
   if (s.host.requests.routes.empty()) dict.show_section("NO_ROUTES");
-  for (const Event& e : s.host.events) {
+  for (const stats::Event& e : s.host.events) {
     view::Dict r = dict.add_section("EVENT");
     r.set("TIME", iso_time(e.unix_ms));
     r.set("KIND", e.kind);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <kagi/lock/registry.hpp>
-#include "admin/host_stats.hpp"
+#include <kagi/stats/host_stats.hpp>
 
 namespace kagi::view {
 class Dict;
@@ -31,7 +31,7 @@ struct LockStatus {
   int served_by = 0;           // pid of the process that gathered this
   size_t processes = 0;        // live registry files
   std::vector<LockRow> locks;  // longest-held first; names with only waiters last
-  HostStats host;
+  stats::HostStats host;
 };
 
 // Reads the registry and the stats files under `locks_dir` (every process on the host).

@@ -5,9 +5,9 @@
 #include <string>
 
 #include <kagi/lock/lock_service.hpp>
+#include <kagi/stats/host_stats.hpp>
 #include "../support/file_mode.hpp"
 #include "../support/temp_dir.hpp"
-#include "admin/host_stats.hpp"
 
 namespace kagi::apps::admin {
 namespace {
@@ -21,7 +21,7 @@ TEST(HostStatsFileModesTest, StatsDirAndFilesAreOwnerOnly) {
   options.dir = tmp.path() + "/locks";
   auto locks = lock::LockService::create(options);
   RequestStats requests;
-  StatsPublisher publisher(*locks, requests, {std::chrono::milliseconds(60000), {}});
+  stats::StatsPublisher publisher(*locks, requests, {std::chrono::milliseconds(60000), {}});
   requests.record("GET /t", 200, std::chrono::milliseconds(1));
   publisher.publish_now();
 

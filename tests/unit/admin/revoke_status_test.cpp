@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "admin/host_stats.hpp"
+#include <kagi/stats/host_stats.hpp>
 #include "admin/status.hpp"
 
 namespace kagi::apps::admin {
@@ -43,11 +43,11 @@ TEST(RevokeStatusTest, StatsFilesCarryRevocationsAndStillReadTheOlderLayout) {
   lock::StatsSnapshot stats;
   stats.prefixes["bbs/board"].revocations = 3;
   stats.prefixes["bbs/board"].leaks = 1;
-  const std::string text = encode_stats_file(stats, {}, {});
+  const std::string text = stats::encode_stats_file(stats, {}, {});
   lock::StatsSnapshot back;
   RequestStatsSnapshot requests;
-  std::vector<Event> events;
-  ASSERT_TRUE(decode_stats_file(text, back, requests, events)) << text;
+  std::vector<stats::Event> events;
+  ASSERT_TRUE(stats::decode_stats_file(text, back, requests, events)) << text;
   EXPECT_EQ(back.prefixes["bbs/board"].revocations, 3u);
   EXPECT_EQ(back.prefixes["bbs/board"].leaks, 1u);
 
@@ -59,7 +59,7 @@ TEST(RevokeStatusTest, StatsFilesCarryRevocationsAndStillReadTheOlderLayout) {
   const size_t last_tab = older.rfind('\t', end);
   older.erase(last_tab, end - last_tab);
   lock::StatsSnapshot old_back;
-  ASSERT_TRUE(decode_stats_file(older, old_back, requests, events)) << older;
+  ASSERT_TRUE(stats::decode_stats_file(older, old_back, requests, events)) << older;
   EXPECT_EQ(old_back.prefixes["bbs/board"].revocations, 0u);
   EXPECT_EQ(old_back.prefixes["bbs/board"].leaks, 1u);
 }

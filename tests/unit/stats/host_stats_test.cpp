@@ -1,4 +1,4 @@
-#include "admin/host_stats.hpp"
+#include <kagi/stats/host_stats.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include <kagi/store/damage.hpp>
 #include "../support/temp_dir.hpp"
 
-namespace kagi::apps::admin {
+namespace kagi::stats {
 namespace {
 
 using test_support::TempDir;
@@ -224,4 +224,4 @@ TEST(ReadHostStatsTest, MissingDirectoryIsEmpty) {
 }
 
 }  // namespace
-}  // namespace kagi::apps::admin
+}  // namespace kagi::stats

@@ -1,13 +1,14 @@
-// admin/host_stats.hpp — lock statistics and notable events summed over every worker process
-// on the host, for the admin page, /metrics and kagi-locks.
+// stats/host_stats.hpp — lock statistics, request counts and notable events summed over every
+// kagi process on the host: what an admin page, /metrics and kagi-locks show.
 //
-// The lock layer counts per process (lock::Stats). Each process that mounts the admin app runs
-// a StatsPublisher: a thread that, every `interval`, writes that process's lock StatsSnapshot,
-// its request counts and latencies (App::requests()) and its recent notable events to
-// <locks.dir>/stats/<pid>-<start>.stats (atomic rename, only when something changed) while holding
-// flock(LOCK_EX) on <pid>-<start>.live for its whole life. read_host_stats() sums every live
-// process's file; files whose .live lock can be taken belong to dead processes and are removed, so
-// a dead worker's totals drop out ("since start" means since the start of the workers alive now).
+// The lock layer counts per process (lock::Stats). Each process that shows host-wide numbers
+// (the admin app) runs a StatsPublisher: a thread that, every `interval`, writes that process's
+// lock StatsSnapshot, its request counts and latencies (App::requests()) and its recent notable
+// events to <locks.dir>/stats/<stem>.stats (atomic rename, only when something changed) beside
+// its <stem>.live, a lock::LiveFile held for the process's life (the same liveness mechanism as
+// the lock registry). read_host_stats() sums the .stats file of every live .live; a dead
+// process's pair is removed, so its totals drop out ("since start" means since the start of
+// the processes alive now).
 // Nothing here runs on the acquire path.
 //
 // Notable events: the lock layer's ring of timeouts, leaks and order violations
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -33,13 +35,14 @@
 #include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::lock {
+class LiveFile;
 class LockService;
-}
+}  // namespace kagi::lock
 namespace kagi::store {
 class DamageLog;
 }
 
-namespace kagi::apps::admin {
+namespace kagi::stats {
 
 struct Event {
   int64_t unix_ms = 0;
@@ -100,9 +103,9 @@ class StatsPublisher {
   lock::LockService& locks_;
   const RequestStats& requests_;
   Options options_;
-  std::string dir_, stem_;
-  int live_fd_ = -1;
-  util::Mutex publish_mu_;                                            // serialises publish_now()
+  std::string dir_;
+  std::unique_ptr<lock::LiveFile> live_;  // held for the process's life: its stats are current
+  util::Mutex publish_mu_;                // serialises publish_now()
   std::deque<Event> slow_holds_ KAGI_GUARDED_BY(publish_mu_);         // newest first
   std::set<std::string> slow_reported_ KAGI_GUARDED_BY(publish_mu_);  // holds already reported
   std::string last_text_ KAGI_GUARDED_BY(publish_mu_);
@@ -112,4 +115,4 @@ class StatsPublisher {
   std::thread thread_;
 };
 
-}  // namespace kagi::apps::admin
+}  // namespace kagi::stats

@@ -1,4 +1,4 @@
-#include "admin/host_stats.hpp"
+#include <kagi/stats/host_stats.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,10 +13,12 @@
 #include <sstream>
 #include <system_error>
 
+#include <kagi/lock/live_file.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/util/unique_fd.hpp>
 
-namespace kagi::apps::admin {
+namespace kagi::stats {
 namespace {
 
 constexpr std::string_view kMagicLine = "kagi-stats\t2";
@@ -75,24 +77,6 @@ bool read_file(const std::string& path, std::string& out) {
   ss << in.rdbuf();
   out = ss.str();
   return true;
-}
-
-// /proc/self/stat field 22: the start time in clock ticks since boot. With the pid it names
-// this process uniquely even across pid reuse.
-std::string process_stem() {
-  std::string stat;
-  std::string start = "0";
-  if (read_file("/proc/self/stat", stat)) {
-    size_t paren = stat.rfind(')');
-    if (paren != std::string::npos) {
-      std::istringstream rest(stat.substr(paren + 2));
-      std::string field;
-      for (int i = 3; i <= 22 && rest >> field; ++i) {
-        if (i == 22) start = field;
-      }
-    }
-  }
-  return std::to_string(::getpid()) + "-" + start;
 }
 
 }  // namespace
@@ -191,27 +175,12 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
 HostStats read_host_stats(const std::string& locks_dir) {
   HostStats host;
   const std::string dir = locks_dir + "/stats";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return host;
-  std::vector<std::string> stems;
-  while (dirent* ent = ::readdir(d)) {
-    std::string_view n = ent->d_name;
-    if (n.size() > 6 && n.substr(n.size() - 6) == ".stats")
-      stems.emplace_back(n.substr(0, n.size() - 6));
-  }
-  ::closedir(d);
-  for (const std::string& stem : stems) {
-    const std::string live = dir + "/" + stem + ".live";
-    const std::string file = dir + "/" + stem + ".stats";
-    int fd = ::open(live.c_str(), O_RDONLY | O_CLOEXEC);
-    bool dead = fd < 0 && errno == ENOENT;
-    if (fd >= 0 && ::flock(fd, LOCK_SH | LOCK_NB) == 0) dead = true;  // nobody holds LOCK_EX
-    if (fd >= 0) ::close(fd);
-    if (dead) {
-      ::unlink(file.c_str());
-      ::unlink(live.c_str());
-      continue;
-    }
+  for (const std::string& name : lock::live_file_names(dir, ".live")) {
+    const std::string live = dir + "/" + name;
+    util::UniqueFd fd;
+    // A dead process's .live is removed with its .stats: its totals drop out.
+    if (lock::open_if_alive(live, O_RDONLY, fd, {".stats"}) != lock::Liveness::kAlive) continue;
+    const std::string file = live.substr(0, live.size() - 5) + ".stats";
     std::string text;
     lock::StatsSnapshot part;
     RequestStatsSnapshot requests;
@@ -230,22 +199,14 @@ HostStats read_host_stats(const std::string& locks_dir) {
 
 StatsPublisher::StatsPublisher(lock::LockService& locks, const RequestStats& requests,
                                Options options)
-    : locks_(locks),
-      requests_(requests),
-      options_(options),
-      dir_(locks.options().dir + "/stats"),
-      stem_(process_stem()) {
+    : locks_(locks), requests_(requests), options_(options), dir_(locks.options().dir + "/stats") {
   // Owner only, like the registry: the events name clients and routes.
   if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw std::system_error(errno, std::generic_category(), "admin: cannot create " + dir_);
+    throw std::system_error(errno, std::generic_category(), "stats: cannot create " + dir_);
   }
-  const std::string live = dir_ + "/" + stem_ + ".live";
-  live_fd_ = ::open(live.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (live_fd_ < 0 || ::flock(live_fd_, LOCK_EX) != 0) {
-    const int err = errno;
-    if (live_fd_ >= 0) ::close(live_fd_);
-    throw std::system_error(err, std::generic_category(), "admin: cannot lock " + live);
-  }
+  std::error_code ec;
+  live_ = lock::LiveFile::create(dir_, ".live", nullptr, ec);
+  if (!live_) throw std::system_error(ec, "stats: cannot create a .live file in " + dir_);
   publish_now();
   thread_ = std::thread([this] { run(); });
 }
@@ -257,9 +218,8 @@ StatsPublisher::~StatsPublisher() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  ::unlink((dir_ + "/" + stem_ + ".stats").c_str());
-  ::unlink((dir_ + "/" + stem_ + ".live").c_str());
-  ::close(live_fd_);
+  ::unlink((dir_ + "/" + live_->stem() + ".stats").c_str());
+  live_.reset();
 }
 
 void StatsPublisher::run() {
@@ -328,22 +288,23 @@ void StatsPublisher::publish_now() {
   }
   std::string text = encode_stats_file(locks_.stats(), requests_.snapshot(), events);
   if (text == last_text_) return;
-  const std::string tmp = dir_ + "/tmp-" + stem_;
-  const std::string file = dir_ + "/" + stem_ + ".stats";
+  const std::string tmp = dir_ + "/tmp-" + live_->stem();
+  const std::string file = dir_ + "/" + live_->stem() + ".stats";
   {
     // 0600, not std::ofstream's 0666 & umask: the snapshot carries client addresses.
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return;  // retried at the next tick: last_text_ is unchanged
+    util::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd) return;  // retried at the next tick: last_text_ is unchanged
     size_t done = 0;
     while (done < text.size()) {
-      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       done += static_cast<size_t>(n);
     }
-    if (::close(fd) != 0 || done != text.size()) return;
+    // The close is checked: a failed write-back may only show there.
+    if (::close(fd.release()) != 0 || done != text.size()) return;
   }
   if (::rename(tmp.c_str(), file.c_str()) == 0) last_text_ = std::move(text);
 }
 
-}  // namespace kagi::apps::admin
+}  // namespace kagi::stats

@@ -1,4 +1,4 @@
-// Fuzzes the host-wide stats file codec (admin/host_stats.hpp): the files every worker
+// Fuzzes the host-wide stats file codec (stats/host_stats.hpp): the files every worker
 // writes and the admin page reads, so a torn or hostile file must never crash the reader.
 // Invariant: text that decodes re-encodes to a canonical form that decodes to the same
 // stats, and encoding that again gives the same bytes (a fixpoint after one round).
@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "admin/host_stats.hpp"
+#include <kagi/stats/host_stats.hpp>
 #include "fuzz_check.hpp"
 
 using kagi::RequestStatsSnapshot;
-using kagi::apps::admin::Event;
+using kagi::stats::Event;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64 * 1024) return 0;
@@ -22,16 +22,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kagi::lock::StatsSnapshot stats;
   RequestStatsSnapshot requests;
   std::vector<Event> events;
-  if (!kagi::apps::admin::decode_stats_file(text, stats, requests, events)) return 0;
+  if (!kagi::stats::decode_stats_file(text, stats, requests, events)) return 0;
 
   const std::deque<Event> queue(events.begin(), events.end());
-  const std::string once = kagi::apps::admin::encode_stats_file(stats, requests, queue);
+  const std::string once = kagi::stats::encode_stats_file(stats, requests, queue);
   kagi::lock::StatsSnapshot stats2;
   RequestStatsSnapshot requests2;
   std::vector<Event> events2;
-  FUZZ_CHECK(kagi::apps::admin::decode_stats_file(once, stats2, requests2, events2));
+  FUZZ_CHECK(kagi::stats::decode_stats_file(once, stats2, requests2, events2));
   FUZZ_CHECK(events2.size() == events.size());
   const std::deque<Event> queue2(events2.begin(), events2.end());
-  FUZZ_CHECK(kagi::apps::admin::encode_stats_file(stats2, requests2, queue2) == once);
+  FUZZ_CHECK(kagi::stats::encode_stats_file(stats2, requests2, queue2) == once);
   return 0;
 }
