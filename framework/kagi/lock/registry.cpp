@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include <kagi/lock/errors.hpp>
+
 namespace kagi::lock {
 namespace {
 
