@@ -32,32 +32,32 @@ size_t LockContext::held_count() const {
 }
 
 std::error_code LockContext::check_order(std::string_view name, std::string* why) {
-  std::string later;  // the greatest held name that sorts after `name`
-  {
-    util::MutexLock lock(mu_);
+  if (held_.size() == held_.capacity()) {
     // Room for one more, so that nothing can throw once the lock is taken. Under mu_: growing
     // moves the array the watchdog may be walking.
-    if (held_.size() == held_.capacity()) held_.reserve(held_.size() + 1);
-    for (const detail::HeldLock* h : held_) {
-      if (h->name == name) {
-        if (why) {
-          *why = "this request already holds '" + h->name + "' (" +
-                 std::string(to_string(h->mode)) + ")";
-        }
-        return make_error_code(Errc::kAlreadyHeld);
-      }
-      if (h->name > name && h->name > later) later = h->name;
-    }
+    util::MutexLock lock(mu_);
+    held_.reserve(held_.size() + 1);
   }
-  if (later.empty()) return {};
+  const detail::HeldLock* later = nullptr;  // the greatest held name that sorts after `name`
+  for (const detail::HeldLock* h : held_) {
+    if (h->name == name) {
+      if (why) {
+        *why = "this request already holds '" + h->name + "' (" + std::string(to_string(h->mode)) +
+               ")";
+      }
+      return make_error_code(Errc::kAlreadyHeld);
+    }
+    if (h->name > name && (!later || h->name > later->name)) later = h;
+  }
+  if (!later) return {};
   const std::string message = "order violation: '" + std::string(name) + "' taken while holding '" +
-                              later + "', which sorts after it (request " + who_.request_id + " " +
-                              who_.method + " " + who_.path +
+                              later->name + "', which sorts after it (request " + who_.request_id +
+                              " " + who_.method + " " + who_.path +
                               "); take them as one set: ctx.locks.exclusive_set({...})";
   core_.stats.for_name(name).order_violations.fetch_add(1, std::memory_order_relaxed);
   log_event(message);
   core_.events.record(EventKind::kOrderViolation, name, Mode::kShared, who_,
-                      "taken while holding '" + later + "'");
+                      "taken while holding '" + later->name + "'");
   if (core_.options.order_check_fail) {
     if (why) *why = message;
     return make_error_code(Errc::kOrderViolation);
@@ -224,47 +224,44 @@ void LockContext::raise(std::error_code ec, std::string_view name, Clock::time_p
                           core_.options.dir + "): " + ec.message());
 }
 
-SharedGuard LockContext::shared(std::string_view name, std::optional<ms> timeout) {
+detail::HeldLockPtr LockContext::take(std::string_view name, Mode mode, std::optional<ms> timeout) {
   const auto started = Clock::now();
   detail::HeldLockPtr held;
   std::string why;
-  if (auto ec = acquire_one(name, Mode::kShared, started, started + timeout_or_default(timeout),
-                            false, held, &why)) {
+  if (auto ec = acquire_one(name, mode, started, started + timeout_or_default(timeout), false, held,
+                            &why)) {
     raise(ec, name, started, why);
   }
-  return SharedGuard(std::move(held));
+  return held;
 }
 
-ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> timeout) {
-  const auto started = Clock::now();
-  detail::HeldLockPtr held;
-  std::string why;
-  if (auto ec = acquire_one(name, Mode::kExclusive, started, started + timeout_or_default(timeout),
-                            false, held, &why)) {
-    raise(ec, name, started, why);
-  }
-  return ExclusiveGuard(std::move(held));
-}
-
-std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
+detail::HeldLockPtr LockContext::try_take(std::string_view name, Mode mode) {
   detail::HeldLockPtr held;
   std::string why;
   const auto now = Clock::now();
-  if (auto ec = acquire_one(name, Mode::kShared, now, now, true, held, &why)) {
-    if (ec == Errc::kTimeout) return std::nullopt;
-    raise(ec, name, Clock::now(), why);
+  if (auto ec = acquire_one(name, mode, now, now, true, held, &why)) {
+    if (ec != Errc::kTimeout) raise(ec, name, Clock::now(), why);
   }
+  return held;
+}
+
+SharedGuard LockContext::shared(std::string_view name, std::optional<ms> timeout) {
+  return SharedGuard(take(name, Mode::kShared, timeout));
+}
+
+ExclusiveGuard LockContext::exclusive(std::string_view name, std::optional<ms> timeout) {
+  return ExclusiveGuard(take(name, Mode::kExclusive, timeout));
+}
+
+std::optional<SharedGuard> LockContext::try_shared(std::string_view name) {
+  auto held = try_take(name, Mode::kShared);
+  if (!held) return std::nullopt;
   return SharedGuard(std::move(held));
 }
 
 std::optional<ExclusiveGuard> LockContext::try_exclusive(std::string_view name) {
-  detail::HeldLockPtr held;
-  std::string why;
-  const auto now = Clock::now();
-  if (auto ec = acquire_one(name, Mode::kExclusive, now, now, true, held, &why)) {
-    if (ec == Errc::kTimeout) return std::nullopt;
-    raise(ec, name, Clock::now(), why);
-  }
+  auto held = try_take(name, Mode::kExclusive);
+  if (!held) return std::nullopt;
   return ExclusiveGuard(std::move(held));
 }
 
@@ -307,30 +304,28 @@ void LockContext::acquire_set(std::span<const SetItem> items, std::optional<ms> 
   }
 }
 
-std::vector<SharedGuard> LockContext::shared_set(std::span<const std::string> names,
-                                                 std::optional<ms> timeout) {
+template <typename G>
+std::vector<G> LockContext::vector_set(std::span<const std::string> names, Mode mode,
+                                       std::optional<ms> timeout) {
   std::vector<SetItem> items;
   items.reserve(names.size());
-  for (const std::string& name : names) items.push_back({name, Mode::kShared});
+  for (const std::string& name : names) items.push_back({name, mode});
   std::vector<detail::HeldLockPtr> held(names.size());
   acquire_set(items, timeout, held);
-  std::vector<SharedGuard> out;
+  std::vector<G> out;
   out.reserve(held.size());
   for (auto& h : held) out.emplace_back(std::move(h));
   return out;
 }
 
+std::vector<SharedGuard> LockContext::shared_set(std::span<const std::string> names,
+                                                 std::optional<ms> timeout) {
+  return vector_set<SharedGuard>(names, Mode::kShared, timeout);
+}
+
 std::vector<ExclusiveGuard> LockContext::exclusive_set(std::span<const std::string> names,
                                                        std::optional<ms> timeout) {
-  std::vector<SetItem> items;
-  items.reserve(names.size());
-  for (const std::string& name : names) items.push_back({name, Mode::kExclusive});
-  std::vector<detail::HeldLockPtr> held(names.size());
-  acquire_set(items, timeout, held);
-  std::vector<ExclusiveGuard> out;
-  out.reserve(held.size());
-  for (auto& h : held) out.emplace_back(std::move(h));
-  return out;
+  return vector_set<ExclusiveGuard>(names, Mode::kExclusive, timeout);
 }
 
 size_t LockContext::end_request() {

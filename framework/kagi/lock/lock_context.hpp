@@ -10,7 +10,7 @@
 // Contract:
 //  - Every wait ends by its deadline: the per-call timeout, or the service default
 //    (locks.timeout_ms). The throwing calls throw LockBusy then (the pipeline answers 503).
-//  - Names are validated (lock/names.hpp); a bad one throws LockNameError.
+//  - Names are validated (lock/detail/names.hpp); a bad one throws LockNameError.
 //  - Canonical order is the byte order of names. A set is always taken in that order, and
 //    hands its guards back in the order the names were given. Taking
 //    a name that sorts before one this context already holds is an order violation: logged
@@ -118,6 +118,7 @@ class LockContext final : private detail::LockOwner {
   //   auto [index, post] = ctx.locks.acquire(lock::shared(a), lock::exclusive(b));
   template <typename... Names>
   std::tuple<typename Names::Guard...> acquire(Names... names) {
+    static_assert(sizeof...(Names) > 0, "acquire() needs at least one name");
     const SetItem items[] = {{names.name, Names::kMode}...};
     detail::HeldLockPtr held[sizeof...(Names)];
     acquire_set(items, std::nullopt, held);
@@ -158,17 +159,28 @@ class LockContext final : private detail::LockOwner {
     for (size_t i = 0; i < N; ++i) out[i] = G(std::move(held[i]));
     return out;
   }
+  // The run-time-sized sets (defined in lock_context.cpp, its only user).
+  template <typename G>
+  std::vector<G> vector_set(std::span<const std::string> names, Mode mode,
+                            std::optional<ms> timeout);
   template <typename... Gs, size_t... I>
   static std::tuple<Gs...> as_tuple(detail::HeldLockPtr* held, std::index_sequence<I...>) {
     return std::tuple<Gs...>(Gs(std::move(held[I]))...);
   }
 
+  // The single calls: take() waits and throws on failure; try_take() returns null if the
+  // name is busy and throws on any other failure.
+  detail::HeldLockPtr take(std::string_view name, Mode mode, std::optional<ms> timeout);
+  detail::HeldLockPtr try_take(std::string_view name, Mode mode);
   // `started` is when the caller began (read once; the deadline is usually derived from it).
   std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point started,
                               Clock::time_point deadline, bool try_only, detail::HeldLockPtr& out,
                               std::string* why) noexcept KAGI_EXCLUDES(mu_);
-  // Also reserves room in held_ for one more lock (may throw std::bad_alloc).
-  std::error_code check_order(std::string_view name, std::string* why) KAGI_EXCLUDES(mu_);
+  // Also reserves room in held_ for one more lock (may throw std::bad_alloc). Reads held_
+  // without mu_ (on every acquire): this thread is its only writer and the watchdog only
+  // reads it, so the read races with nothing; the checker cannot know whose thread this is.
+  std::error_code check_order(std::string_view name, std::string* why)
+      KAGI_EXCLUDES(mu_) KAGI_NO_THREAD_SAFETY_ANALYSIS;
   // Counts a wait that reached its deadline and records the event (may throw bad_alloc).
   void record_timeout(const detail::HeldLock& held, Clock::time_point started);
   [[noreturn]] void raise(std::error_code ec, std::string_view name, Clock::time_point started,

@@ -71,7 +71,7 @@ class Stats {
   Stats(const Stats&) = delete;
   Stats& operator=(const Stats&) = delete;
 
-  // The counters for `name`'s prefix (see lock/names.hpp name_prefix). Each thread remembers
+  // The counters for `name`'s prefix (see lock/detail/names.hpp name_prefix). Each thread remembers
   // its last prefix, so a repeated prefix costs no lookup and no reader lock.
   PrefixStats& for_name(std::string_view name);
   StatsSnapshot snapshot() const KAGI_EXCLUDES(mu_);

@@ -4,7 +4,7 @@
 // flock locks (like OFD record locks) belong to the open file description, not the process:
 // the kernel drops them when the last descriptor closes, so a process killed with SIGKILL
 // frees its locks at once. They do not exclude threads that share the description, so the
-// in-process LockTable (lock/table.hpp) sits in front: at most one thread per process works a
+// in-process LockTable (lock/detail/table.hpp) sits in front: at most one thread per process works a
 // name's file lock. flock was chosen over F_OFD_SETLK because it is the cheaper system call
 // (docs/LOCKING.md has the numbers); both behave the same here.
 //
@@ -17,7 +17,7 @@
 //
 // Threads that must wait first take a shared "intent" lock on byte 1 of the file (the lock
 // itself is byte 0), so a process whose threads keep passing a name among themselves can see
-// that another process waits and let the name go (lock/table.hpp).
+// that another process waits and let the name go (lock/detail/table.hpp).
 //
 // FileLocks keeps no descriptors: the lock table (lock/detail/table.hpp) owns each name's
 // descriptor and keeps a bounded number of idle ones open for reuse. Descriptors must be
