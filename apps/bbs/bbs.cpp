@@ -32,7 +32,6 @@ namespace {
 
 using bbs::BoardState;
 using bbs::Post;
-using lock::Mode;
 
 // Settings read once when the board is mounted.
 struct Settings {
@@ -106,14 +105,16 @@ Response render_board(Context& ctx, const Settings& s, const std::string& board,
 // locks as ONE set, shared: the set is acquired in canonical order (no deadlock against any
 // other request) and the page shows one consistent moment, not boards read at different times.
 Response index(const Settings& s, Request&, Context& ctx) {
-  std::vector<std::pair<std::string, Mode>> names;
-  for (const auto& board : s.boards) names.emplace_back(bbs::board_lock_name(board), Mode::kShared);
-  lock::LockSet all = ctx.locks.acquire(names);
+  // 1. LOCK: guards[i] is board i's lock (a set hands its guards back in the order asked).
+  std::vector<std::string> names;
+  for (const auto& board : s.boards) names.push_back(bbs::board_lock_name(board));
+  std::vector<lock::SharedGuard> guards = ctx.locks.shared_set(names);
 
+  // 2. READ every board under its lock (nothing is modified or written).
   view::Dict dict;
-  for (const auto& board : s.boards) {
-    BoardState state =
-        bbs::read_board(*s.cache, ctx.data, all.guard(bbs::board_lock_name(board)), board);
+  for (size_t i = 0; i < s.boards.size(); ++i) {
+    const std::string& board = s.boards[i];
+    BoardState state = bbs::read_board(*s.cache, ctx.data, guards[i], board);
     view::Dict row = dict.add_section("BOARD");
     row.set("NAME", board);
     row.set("COUNT", static_cast<int64_t>(state.items.size()));
@@ -179,14 +180,13 @@ Response post(const Settings& s, Request& req, Context& ctx) {
   //    smallest scope that works: posting to one board never waits for another board.
   //    Pitfall avoided: reading first and locking only around the write lets two posts read
   //    the same board and the second write erase the first.
-  std::vector<std::pair<std::string, Mode>> names{{bbs::board_lock_name(board), Mode::kExclusive}};
-  if (flood_on) names.emplace_back(bbs::flood_lock_name(client), Mode::kExclusive);
-  lock::LockSet locks = ctx.locks.acquire(names);
-  const lock::ExclusiveGuard& board_lock = locks.exclusive(bbs::board_lock_name(board));
+  //    With flood control off the flood name is empty: that place of the set stays unlocked.
+  const std::string flood_name = flood_on ? bbs::flood_lock_name(client) : std::string();
+  auto [board_lock, flood_lock] =
+      ctx.locks.exclusive_set({bbs::board_lock_name(board), flood_name});
 
   // 3. READ under the lock.
   if (flood_on) {
-    const lock::ExclusiveGuard& flood_lock = locks.exclusive(bbs::flood_lock_name(client));
     if (int64_t wait = bbs::flood_wait_s(ctx.data, flood_lock, client, now, s.flood_interval_s)) {
       posting_too_fast(wait);
     }
@@ -212,11 +212,10 @@ Response post(const Settings& s, Request& req, Context& ctx) {
   //    fenced (refused if our lock was lost meanwhile).
   bbs::add_post(ctx.data, board_lock, board, state, p, s.keep);
   if (flood_on) {
-    bbs::flood_record(ctx.data, locks.exclusive(bbs::flood_lock_name(client)), client, now,
-                      s.flood_interval_s);
+    bbs::flood_record(ctx.data, flood_lock, client, now, s.flood_interval_s);
   }
   return Response::redirect("/bbs/" + board + "/");
-}  // 6. unlocked here, when `locks` leaves scope
+}  // 6. unlocked here, when the guards leave scope
 
 // POST /bbs/{board}/delete
 //

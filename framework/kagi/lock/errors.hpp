@@ -1,5 +1,9 @@
-// lock/errors.hpp — the exceptions of the app-facing lock API (LockContext). The layers below
-// report std::error_code values; these carry the same code plus what to tell the user.
+// lock/errors.hpp — how the lock layer reports failure: error codes below, exceptions at the
+// app-facing edge.
+//
+// The lower layers (table, file locks, backends) and the noexcept calls of LockContext return
+// std::error_code values of category "kagi.lock" (Errc). The throwing calls of LockContext
+// turn them into the exceptions below, which carry the same code plus what to tell the user:
 //
 //   LockBusy       a wait hit its deadline → the pipeline answers 503 + Retry-After
 //   LockNameError  a name failed validation → 500 and a log line (a bug in the app)
@@ -14,6 +18,22 @@
 #include <system_error>
 
 namespace kagi::lock {
+
+// Errors of the lock layer, as std::error_code values (category "kagi.lock").
+enum class Errc {
+  kTimeout = 1,     // the wait reached its deadline
+  kInvalidName,     // name failed validation (charset, length, "..", empty segment)
+  kOrderViolation,  // taken out of canonical order while holding others (order_check = fail)
+  kReleased,        // the guard no longer holds its lock (released or request ended)
+  kFenceLost,       // the backend no longer grants this guard's epoch (lease lost)
+  kBackend,         // the backend failed (I/O error, connection lost)
+  kAlreadyHeld,     // this request already holds the name: taking it again would self-deadlock
+  kNameCollision,   // two names hashed to one lock file (detected through the stored name)
+  kRevoked,         // the lock was taken away: held past locks.max_hold_ms, or from the admin page
+};
+
+const std::error_category& lock_category();
+std::error_code make_error_code(Errc e);
 
 class LockBusy : public std::runtime_error {
  public:
@@ -56,3 +76,6 @@ class LockError : public std::runtime_error {
 };
 
 }  // namespace kagi::lock
+
+template <>
+struct std::is_error_code_enum<kagi::lock::Errc> : std::true_type {};

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include <kagi/lock/holder_info.hpp>
 #include <kagi/lock/mode.hpp>
-#include <kagi/lock/options.hpp>
 #include <kagi/util/recent_ring.hpp>
 
 namespace kagi::lock {

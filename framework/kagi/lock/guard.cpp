@@ -1,7 +1,6 @@
 #include <kagi/lock/guard.hpp>
 
 #include <kagi/lock/detail/held_lock.hpp>
-#include <kagi/lock/lock_context.hpp>
 
 namespace kagi::lock {
 namespace detail {
@@ -62,16 +61,16 @@ Mode Guard::mode() const { return held_ ? held_->mode : Mode::kShared; }
 uint64_t Guard::epoch() const { return held_ ? held_->epoch : 0; }
 
 bool Guard::held() const {
-  return held_ && held_->ctx != nullptr && !held_->revoked.load(std::memory_order_acquire);
+  return held_ && held_->owner != nullptr && !held_->revoked.load(std::memory_order_acquire);
 }
 
 std::error_code Guard::verify() const {
-  if (!held_ || !held_->ctx) return make_error_code(Errc::kReleased);
-  return held_->ctx->verify(*held_);
+  if (!held_ || !held_->owner) return make_error_code(Errc::kReleased);
+  return held_->owner->verify(*held_);
 }
 
 void Guard::release() {
-  if (held_ && held_->ctx) held_->ctx->release(*held_);
+  if (held_ && held_->owner) held_->owner->release(*held_);
   held_.reset();
 }
 

@@ -14,7 +14,9 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 
+#include <kagi/lock/errors.hpp>
 #include <kagi/lock/mode.hpp>
 
 namespace kagi::lock {
@@ -32,6 +34,8 @@ HeldLockPtr make_held_lock();
 class Guard {
  public:
   Guard() = default;
+  // Guards are made by LockContext (which alone can make a HeldLock); apps receive them.
+  explicit Guard(detail::HeldLockPtr held);
   Guard(Guard&&) noexcept;
   Guard& operator=(Guard&&) noexcept;
   Guard(const Guard&) = delete;
@@ -59,12 +63,7 @@ class Guard {
 
   explicit operator bool() const { return held(); }
 
- protected:
-  explicit Guard(detail::HeldLockPtr held);
-
  private:
-  friend class LockContext;
-  friend class LockSet;
   detail::HeldLockPtr held_;
 };
 
@@ -72,20 +71,14 @@ class Guard {
 class SharedGuard : public Guard {
  public:
   SharedGuard() = default;
-
- private:
-  friend class LockContext;
-  using Guard::Guard;
+  explicit SharedGuard(detail::HeldLockPtr held) : Guard(std::move(held)) {}
 };
 
 // Held in exclusive mode: lets its holder read and commit the data the lock protects.
 class ExclusiveGuard : public Guard {
  public:
   ExclusiveGuard() = default;
-
- private:
-  friend class LockContext;
-  using Guard::Guard;
+  explicit ExclusiveGuard(detail::HeldLockPtr held) : Guard(std::move(held)) {}
 };
 
 }  // namespace kagi::lock

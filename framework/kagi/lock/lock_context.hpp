@@ -3,14 +3,16 @@
 //   auto board = ctx.locks.exclusive("bbs/board/3");          // waits up to the timeout
 //   auto text = ctx.data.read(board, "bbs/3.dat");            // read under the lock
 //   ...
-//   lock::LockSet both = ctx.locks.acquire({{"bbs/board/3", Mode::kExclusive},
-//                                           {"bbs/flood/ab", Mode::kExclusive}});
+//   // Several names at once: one set, taken in canonical order, guards in the order asked.
+//   auto [board, flood] = ctx.locks.exclusive_set({"bbs/board/3", "bbs/flood/ab"});
+//   auto [index, post] = ctx.locks.acquire(lock::shared("bbs/index"), lock::exclusive("bbs/3"));
 //
 // Contract:
 //  - Every wait ends by its deadline: the per-call timeout, or the service default
 //    (locks.timeout_ms). The throwing calls throw LockBusy then (the pipeline answers 503).
-//  - Names are validated (lock/names.hpp); a bad one throws LockNameError.
-//  - Canonical order is the byte order of names. A set is always taken in that order. Taking
+//  - Names are validated (lock/detail/names.hpp); a bad one throws LockNameError.
+//  - Canonical order is the byte order of names. A set is always taken in that order, and
+//    hands its guards back in the order the names were given. Taking
 //    a name that sorts before one this context already holds is an order violation: logged
 //    (both names and the route) and counted; with order_check = "fail" it throws
 //    LockOrderError at once. Either way the wait stays bounded, so the P→Q / Q→P trap ends.
@@ -25,64 +27,58 @@
 //
 // Not thread-safe: one request is served by one thread at a time (the watchdog's revocations
 // are the one exception, serialised by the context's mutex). It must not outlive the
-// LockService that made it.
+// LockService that made it (LockService::context() is the way to make one).
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include <kagi/lock/clock.hpp>
+#include <kagi/lock/detail/held_lock.hpp>
 #include <kagi/lock/errors.hpp>
 #include <kagi/lock/guard.hpp>
+#include <kagi/lock/holder_info.hpp>
 #include <kagi/lock/mode.hpp>
-#include <kagi/lock/options.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::lock {
 
-class LockService;
 class Session;
+namespace detail {
+class ServiceCore;
+}
 
-// Locks taken together by LockContext::acquire: all held, or none. Movable; releases all when
-// destroyed.
-class LockSet {
- public:
-  LockSet() = default;
-  LockSet(LockSet&&) noexcept = default;
-  LockSet& operator=(LockSet&&) noexcept = default;
-
-  // The guard of `name` (as given to acquire). Throws std::out_of_range if not in the set.
-  const Guard& guard(std::string_view name) const;
-  // Same, as an ExclusiveGuard; throws std::logic_error if `name` was taken shared.
-  const ExclusiveGuard& exclusive(std::string_view name) const;
-  // Same, as a SharedGuard; throws std::logic_error if `name` was taken exclusive.
-  const SharedGuard& shared(std::string_view name) const;
-
-  size_t size() const { return items_.size(); }
-  bool held() const;
-  void release();
-
- private:
-  friend class LockContext;
-  struct Item {
-    Mode mode;
-    SharedGuard shared;
-    ExclusiveGuard exclusive;
-  };
-  const Item& find(std::string_view name) const;
-  std::vector<Item> items_;  // canonical (byte) order of names
+// One name of a mixed set for LockContext::acquire: lock::shared("a"), lock::exclusive("b").
+struct SharedName {
+  using Guard = SharedGuard;
+  static constexpr Mode kMode = Mode::kShared;
+  std::string_view name;
 };
+struct ExclusiveName {
+  using Guard = ExclusiveGuard;
+  static constexpr Mode kMode = Mode::kExclusive;
+  std::string_view name;
+};
+inline SharedName shared(std::string_view name) { return {name}; }
+inline ExclusiveName exclusive(std::string_view name) { return {name}; }
 
-class LockContext {
+class LockContext final : private detail::LockOwner {
  public:
   using ms = std::chrono::milliseconds;
 
-  LockContext(LockService& service, HolderInfo who, std::unique_ptr<Session> session);
+  // Made by LockService::context(); `core` is the service's.
+  LockContext(detail::ServiceCore& core, HolderInfo who, std::unique_ptr<Session> session);
   ~LockContext();
   LockContext(const LockContext&) = delete;
   LockContext& operator=(const LockContext&) = delete;
@@ -95,9 +91,39 @@ class LockContext {
   std::optional<SharedGuard> try_shared(std::string_view name);
   std::optional<ExclusiveGuard> try_exclusive(std::string_view name);
 
-  // Takes a set at once: canonical order, one deadline, all-or-nothing (on LockBusy nothing
-  // stays held). A name listed twice is taken once, exclusive if either entry says so.
-  LockSet acquire(std::vector<std::pair<std::string, Mode>> set, std::optional<ms> timeout = {});
+  // Sets: several names taken at once, in canonical order whatever order they are listed in,
+  // under one deadline, all or nothing (on LockBusy nothing stays held). The guards come back
+  // in the order the names were given, so a structured binding names each one:
+  //
+  //   auto [board, flood] = ctx.locks.exclusive_set({board_name, flood_name});
+  //
+  // An empty name leaves its place unlocked and its guard empty: for a lock the request needs
+  // only sometimes. A name listed twice throws LockOrderError (it would wait on itself).
+  template <size_t N>
+  std::array<SharedGuard, N> shared_set(const std::string_view (&names)[N],
+                                        std::optional<ms> timeout = {}) {
+    return typed_set<SharedGuard, N>(names, Mode::kShared, timeout);
+  }
+  template <size_t N>
+  std::array<ExclusiveGuard, N> exclusive_set(const std::string_view (&names)[N],
+                                              std::optional<ms> timeout = {}) {
+    return typed_set<ExclusiveGuard, N>(names, Mode::kExclusive, timeout);
+  }
+  // The same for a number of names known only at run time.
+  std::vector<SharedGuard> shared_set(std::span<const std::string> names,
+                                      std::optional<ms> timeout = {});
+  std::vector<ExclusiveGuard> exclusive_set(std::span<const std::string> names,
+                                            std::optional<ms> timeout = {});
+  // A set of mixed modes, with the default timeout: each guard's type follows its mode.
+  //   auto [index, post] = ctx.locks.acquire(lock::shared(a), lock::exclusive(b));
+  template <typename... Names>
+  std::tuple<typename Names::Guard...> acquire(Names... names) {
+    static_assert(sizeof...(Names) > 0, "acquire() needs at least one name");
+    const SetItem items[] = {{names.name, Names::kMode}...};
+    detail::HeldLockPtr held[sizeof...(Names)];
+    acquire_set(items, std::nullopt, held);
+    return as_tuple<typename Names::Guard...>(held, std::index_sequence_for<Names...>{});
+  }
 
   // The error-value flavour: never throws. On success `out` (a Guard, or a SharedGuard /
   // ExclusiveGuard matching `mode`) holds the lock. Errc::kTimeout, kInvalidName,
@@ -111,41 +137,74 @@ class LockContext {
 
   const HolderInfo& holder() const { return who_; }
   // Locks this context holds right now.
-  size_t held_count() const { return held_.size(); }
+  size_t held_count() const KAGI_EXCLUDES(mu_);
 
  private:
-  friend class Guard;
-  friend class LockService;
+  struct SetItem {
+    std::string_view name;  // empty: nothing to take here
+    Mode mode;
+  };
+  // Takes items[i] into held[i] (left empty for an empty name), canonical order, all or
+  // nothing; throws like the single calls.
+  void acquire_set(std::span<const SetItem> items, std::optional<ms> timeout,
+                   std::span<detail::HeldLockPtr> held);
+  template <typename G, size_t N>
+  std::array<G, N> typed_set(const std::string_view (&names)[N], Mode mode,
+                             std::optional<ms> timeout) {
+    SetItem items[N];
+    for (size_t i = 0; i < N; ++i) items[i] = {names[i], mode};
+    detail::HeldLockPtr held[N];
+    acquire_set(items, timeout, held);
+    std::array<G, N> out;
+    for (size_t i = 0; i < N; ++i) out[i] = G(std::move(held[i]));
+    return out;
+  }
+  // The run-time-sized sets (defined in lock_context.cpp, its only user).
+  template <typename G>
+  std::vector<G> vector_set(std::span<const std::string> names, Mode mode,
+                            std::optional<ms> timeout);
+  template <typename... Gs, size_t... I>
+  static std::tuple<Gs...> as_tuple(detail::HeldLockPtr* held, std::index_sequence<I...>) {
+    return std::tuple<Gs...>(Gs(std::move(held[I]))...);
+  }
+
+  // The single calls: take() waits and throws on failure; try_take() returns null if the
+  // name is busy and throws on any other failure.
+  detail::HeldLockPtr take(std::string_view name, Mode mode, std::optional<ms> timeout);
+  detail::HeldLockPtr try_take(std::string_view name, Mode mode);
   // `started` is when the caller began (read once; the deadline is usually derived from it).
   std::error_code acquire_one(std::string_view name, Mode mode, Clock::time_point started,
                               Clock::time_point deadline, bool try_only, detail::HeldLockPtr& out,
-                              std::string* why) noexcept;
-  std::error_code check_order(std::string_view name, std::string* why) noexcept;
+                              std::string* why) noexcept KAGI_EXCLUDES(mu_);
+  // Also reserves room in held_ for one more lock (may throw std::bad_alloc). Reads held_
+  // without mu_ (on every acquire): this thread is its only writer and the watchdog only
+  // reads it, so the read races with nothing; the checker cannot know whose thread this is.
+  std::error_code check_order(std::string_view name, std::string* why)
+      KAGI_EXCLUDES(mu_) KAGI_NO_THREAD_SAFETY_ANALYSIS;
+  // Counts a wait that reached its deadline and records the event (may throw bad_alloc).
+  void record_timeout(const detail::HeldLock& held, Clock::time_point started);
   [[noreturn]] void raise(std::error_code ec, std::string_view name, Clock::time_point started,
                           const std::string& why) const;
-  void release(detail::HeldLock& held) noexcept;
-  std::error_code verify(const detail::HeldLock& held) const noexcept;
   Clock::duration timeout_or_default(std::optional<ms> timeout) const;
-  // The watchdog's pass over this context (called by LockService with its contexts mutex
-  // held): revokes each lock held since before `overdue_before` or asked to be revoked in the
-  // registry, and adds a log line for each to `log` (written once no mutex is held). Returns
-  // how many it revoked.
-  size_t revoke_due(Clock::time_point now, Clock::time_point overdue_before,
-                    std::vector<std::string>& log) noexcept;
-  void revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
-                     std::vector<std::string>& log) noexcept;
 
-  LockService& service_;
-  HolderInfo who_;
-  std::unique_ptr<Session> session_;
-  // Guards held_ changes and the revocation state of the locks in it (HeldLock::revoked,
-  // handle, slot): taken by the request's thread to add, release and verify a lock, and by
-  // the watchdog to revoke one. The request's thread reads held_ without it (it is the only
-  // writer).
-  mutable std::mutex mu_;
+  // detail::LockOwner: for the guards and the service's watchdog.
+  void release(detail::HeldLock& held) noexcept override KAGI_EXCLUDES(mu_);
+  std::error_code verify(const detail::HeldLock& held) const noexcept override KAGI_EXCLUDES(mu_);
+  size_t revoke_due(Clock::time_point now, Clock::time_point overdue_before,
+                    std::vector<std::string>& log) noexcept override KAGI_EXCLUDES(mu_);
+  void revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
+                     std::vector<std::string>& log) noexcept KAGI_REQUIRES(mu_);
+
+  detail::ServiceCore& core_;
+  const HolderInfo who_;
+  const std::unique_ptr<Session> session_;
+  // Guards held_ and the revocation state of the locks in it (HeldLock::revoked, handle,
+  // slot): taken by the request's thread to add, release, verify and look through its locks,
+  // and by the watchdog to revoke one.
+  mutable util::Mutex mu_;
   // In acquisition order. Each is owned by its guard, which takes it out of here when it
   // releases (end_request() releases the rest; their guards then stay inert).
-  std::vector<detail::HeldLock*> held_;  // changed under mu_
+  std::vector<detail::HeldLock*> held_ KAGI_GUARDED_BY(mu_);
 };
 
 }  // namespace kagi::lock

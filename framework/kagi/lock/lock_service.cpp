@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <system_error>
 
-#include <kagi/lock/log.hpp>
 #include <kagi/util/process.hpp>
 
 namespace kagi::lock {
@@ -37,26 +36,16 @@ std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
   return std::unique_ptr<LockService>(new LockService(options));
 }
 
-LockService::LockService(const LockOptions& options)
-    : options_(options), pid_(util::current_pid()) {
-  if (options_.registry) {
-    std::error_code ec;
-    registry_ = Registry::create(options_.dir, options_.registry_slots, ec);
-    if (!registry_) {
-      throw std::system_error(
-          ec, "cannot create the lock status registry in '" + options_.dir + "/registry'");
-    }
-  }
-  backend_ = make_local_backend(options_);
+LockService::LockService(const LockOptions& options) : core_(options), pid_(util::current_pid()) {
   // Nothing to watch without a hold bound or a registry an admin could post revokes into.
-  if (options_.max_hold.count() > 0 || registry_) {
+  if (core_.options.max_hold.count() > 0 || core_.registry) {
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
 }
 
 LockService::~LockService() {
   {
-    std::lock_guard lock(watchdog_mu_);
+    util::MutexLock lock(watchdog_mu_);
     stopping_ = true;
   }
   watchdog_cv_.notify_all();
@@ -64,49 +53,24 @@ LockService::~LockService() {
 }
 
 void LockService::run_watchdog() {
-  const auto interval = options_.watchdog_interval.count() > 0 ? options_.watchdog_interval
-                                                               : std::chrono::milliseconds(100);
-  std::unique_lock lock(watchdog_mu_);
-  while (!watchdog_cv_.wait_for(lock, interval, [this] { return stopping_; })) {
-    lock.unlock();
-    revoke_due();
-    lock.lock();
+  const auto interval = core_.options.watchdog_interval.count() > 0
+                            ? core_.options.watchdog_interval
+                            : std::chrono::milliseconds(100);
+  util::MutexLock lock(watchdog_mu_);
+  while (!stopping_) {
+    const auto next = Clock::now() + interval;
+    while (!stopping_ &&
+           watchdog_cv_.wait_until(watchdog_mu_, next) == std::cv_status::no_timeout) {
+    }
+    if (stopping_) break;
+    watchdog_mu_.unlock();  // a pass takes the contexts' mutexes; stopping waits for it
+    core_.revoke_due();
+    watchdog_mu_.lock();
   }
-}
-
-size_t LockService::revoke_due() {
-  const auto now = Clock::now();
-  const auto overdue_before =
-      options_.max_hold.count() > 0 ? now - options_.max_hold : Clock::time_point::min();
-  size_t revoked = 0;
-  std::vector<std::string> log;
-  {
-    std::lock_guard lock(contexts_mu_);
-    for (LockContext* ctx : contexts_) revoked += ctx->revoke_due(now, overdue_before, log);
-  }
-  // Outside the mutexes: a slow stderr must not hold up requests starting or releasing.
-  for (const std::string& line : log) log_event(line);
-  return revoked;
 }
 
 std::error_code LockService::request_revoke(const RegistryEntry& entry) const {
-  return Registry::request_revoke(options_.dir, entry.pid, entry.slot, entry.seq);
-}
-
-void LockService::add_context(LockContext* ctx) {
-  std::lock_guard lock(contexts_mu_);
-  contexts_.push_back(ctx);
-}
-
-void LockService::remove_context(LockContext* ctx) noexcept {
-  std::lock_guard lock(contexts_mu_);
-  for (auto& c : contexts_) {
-    if (c == ctx) {
-      c = contexts_.back();
-      contexts_.pop_back();
-      return;
-    }
-  }
+  return Registry::request_revoke(core_.options.dir, entry.pid, entry.slot, entry.seq);
 }
 
 std::unique_ptr<LockContext> LockService::context(HolderInfo who) {
@@ -114,12 +78,10 @@ std::unique_ptr<LockContext> LockService::context(HolderInfo who) {
     throw std::logic_error(
         "LockService used in a child process: create the LockService after fork()");
   }
-  auto session = backend_->open_session(who);
-  return std::make_unique<LockContext>(*this, std::move(who), std::move(session));
+  auto session = core_.backend->open_session(who);
+  return std::make_unique<LockContext>(core_, std::move(who), std::move(session));
 }
 
-RegistrySnapshot LockService::snapshot() const { return Registry::read(options_.dir); }
-
-StatsSnapshot LockService::stats() const { return stats_.snapshot(); }
+RegistrySnapshot LockService::snapshot() const { return Registry::read(core_.options.dir); }
 
 }  // namespace kagi::lock

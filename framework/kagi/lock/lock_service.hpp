@@ -17,18 +17,20 @@
 
 #include <unistd.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
-#include <kagi/lock/backend.hpp>
+#include <kagi/lock/detail/service_core.hpp>
 #include <kagi/lock/events.hpp>
+#include <kagi/lock/holder_info.hpp>
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/options.hpp>
 #include <kagi/lock/registry.hpp>
 #include <kagi/lock/stats.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::lock {
 
@@ -49,43 +51,32 @@ class LockService {
   // What every process on the host holds and waits for (from the registry files).
   RegistrySnapshot snapshot() const;
   // This process's counters per name prefix.
-  StatsSnapshot stats() const;
+  StatsSnapshot stats() const { return core_.stats.snapshot(); }
   // This process's recent timeouts, leaks and order violations, newest first (lock/events.hpp).
-  std::vector<LockEvent> recent_events() const { return events_.recent(); }
+  std::vector<LockEvent> recent_events() const { return core_.events.recent(); }
 
-  const LockOptions& options() const { return options_; }
+  const LockOptions& options() const { return core_.options; }
   // Names held or waited for in this process right now (0 when idle).
-  size_t active_names() const { return backend_->active_names(); }
+  size_t active_names() const { return core_.backend->active_names(); }
 
   // One watchdog pass now (the thread runs one every watchdog_interval): revokes this
   // process's locks held past max_hold and those asked to be revoked. Returns how many.
-  size_t revoke_due();
+  size_t revoke_due() { return core_.revoke_due(); }
   // Asks the process that published `entry` (any process on the host) to revoke it; see
   // Registry::request_revoke. Its watchdog does it within watchdog_interval.
   std::error_code request_revoke(const RegistryEntry& entry) const;
 
  private:
-  friend class LockContext;
   explicit LockService(const LockOptions& options);
-  void add_context(LockContext* ctx);
-  void remove_context(LockContext* ctx) noexcept;
-  void run_watchdog();
+  void run_watchdog() KAGI_EXCLUDES(watchdog_mu_);
 
-  LockOptions options_;
-  pid_t pid_;
-  Stats stats_;
-  EventLog events_;
-  std::unique_ptr<Registry> registry_;  // null if options_.registry is false
-  std::unique_ptr<Backend> backend_;
+  detail::ServiceCore core_;
+  const pid_t pid_;
 
-  // Every live context, for the watchdog. Lock order: contexts_mu_, then a context's mu_.
-  std::mutex contexts_mu_;
-  std::vector<LockContext*> contexts_;  // guarded by contexts_mu_
-
-  std::mutex watchdog_mu_;
-  std::condition_variable watchdog_cv_;
-  bool stopping_ = false;  // guarded by watchdog_mu_
-  std::thread watchdog_;   // last: started when everything above exists
+  util::Mutex watchdog_mu_;
+  util::CondVar watchdog_cv_;
+  bool stopping_ KAGI_GUARDED_BY(watchdog_mu_) = false;
+  std::thread watchdog_;  // last: started when everything above exists
 };
 
 }  // namespace kagi::lock

@@ -1,5 +1,4 @@
-// lock/options.hpp — what the lock layer is configured with (from the conf keys locks.*) and
-// who a lock context acts for.
+// lock/options.hpp — what the lock layer is configured with (from the conf keys locks.*).
 #pragma once
 
 #include <chrono>
@@ -7,11 +6,6 @@
 #include <string>
 
 namespace kagi::lock {
-
-// Who a lock context acts for; shown on the admin page and in leak / order reports.
-struct HolderInfo {
-  std::string request_id, method, path, client_address;
-};
 
 struct LockOptions {
   std::string backend = "local";            // locks.backend (only "local" so far)

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include <kagi/lock/errors.hpp>
+
 namespace kagi::lock {
 namespace {
 
@@ -141,6 +143,30 @@ std::string field(const char* f, size_t size) { return std::string(f, strnlen(f,
 int64_t this_thread_id() {
   thread_local const int64_t tid = ::gettid();
   return tid;
+}
+
+// Opens and maps the registry file at `path` if its owner is alive (it holds LOCK_EX on it).
+enum class MapResult { kMapped, kDead, kUnreadable, kMapFailed };
+MapResult map_live_file(const std::string& path, bool writable, void*& map, size_t& size) {
+  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return MapResult::kUnreadable;
+  // Nobody holds LOCK_EX: the owner is gone. Names are unique per process start, so the path
+  // cannot belong to a newer process.
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    ::close(fd);
+    return MapResult::kDead;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
+    ::close(fd);
+    return MapResult::kUnreadable;
+  }
+  size = static_cast<size_t>(st.st_size);
+  map = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return map == MAP_FAILED ? MapResult::kMapFailed : MapResult::kMapped;
 }
 
 }  // namespace
@@ -303,21 +329,12 @@ std::error_code Registry::request_revoke(const std::string& dir, int pid, int sl
   }
   ::closedir(d);
   for (const std::string& file : files) {
-    int fd = ::open((reg_dir + "/" + file).c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {  // a dead process's file: nothing to revoke
-      ::close(fd);
-      continue;
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
-      ::close(fd);
-      continue;
-    }
-    const size_t size = static_cast<size_t>(st.st_size);
-    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return {errno, std::generic_category()};
+    void* map = nullptr;
+    size_t size = 0;
+    // A dead process's file, or one that cannot be read: nothing to revoke there.
+    const MapResult mapped = map_live_file(reg_dir + "/" + file, true, map, size);
+    if (mapped == MapResult::kMapFailed) return {errno, std::generic_category()};
+    if (mapped != MapResult::kMapped) continue;
     const auto* header = static_cast<const Header*>(map);
     std::error_code ec = make_error_code(Errc::kReleased);
     if (header->magic != kMagic || header->pid != pid) {
@@ -351,25 +368,15 @@ RegistrySnapshot Registry::read(const std::string& dir) {
   ::closedir(d);
   for (const std::string& file : files) {
     const std::string path = reg_dir + "/" + file;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
-      // Nobody holds LOCK_EX: the owner is gone. Names are unique per process start, so the
-      // path cannot belong to a newer process.
+    void* map = nullptr;
+    size_t size = 0;
+    const MapResult mapped = map_live_file(path, false, map, size);
+    if (mapped == MapResult::kDead) {
       ::unlink(path.c_str());
-      ::close(fd);
       ++snap.dead_removed;
       continue;
     }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
-      ::close(fd);
-      continue;
-    }
-    const size_t size = static_cast<size_t>(st.st_size);
-    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) continue;
+    if (mapped != MapResult::kMapped) continue;
     const auto* header = static_cast<const Header*>(map);
     if (header->magic == kMagic) {
       ++snap.processes;

@@ -28,8 +28,9 @@
 #include <system_error>
 #include <vector>
 
+#include <kagi/lock/clock.hpp>
+#include <kagi/lock/holder_info.hpp>
 #include <kagi/lock/mode.hpp>
-#include <kagi/lock/options.hpp>
 
 namespace kagi::lock {
 

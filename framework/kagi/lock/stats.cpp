@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
-#include <kagi/lock/names.hpp>
+#include <kagi/lock/detail/names.hpp>
 
 namespace kagi::lock {
 
@@ -75,11 +74,11 @@ PrefixStats& Stats::for_name(std::string_view name) {
 
 PrefixStats* Stats::lookup(std::string_view prefix) {
   {
-    std::shared_lock lock(mu_);
+    util::ReaderLock lock(mu_);
     auto it = prefixes_.find(prefix);
     if (it != prefixes_.end()) return it->second.get();
   }
-  std::unique_lock lock(mu_);
+  util::WriterLock lock(mu_);
   if (prefixes_.size() >= kMaxPrefixes && !prefixes_.contains(prefix)) {
     prefix = "(other)";
   }
@@ -90,7 +89,7 @@ PrefixStats* Stats::lookup(std::string_view prefix) {
 
 StatsSnapshot Stats::snapshot() const {
   StatsSnapshot s;
-  std::shared_lock lock(mu_);
+  util::ReaderLock lock(mu_);
   for (const auto& [prefix, stats] : prefixes_) s.prefixes.emplace(prefix, stats->snapshot());
   return s;
 }

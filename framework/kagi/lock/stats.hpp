@@ -16,13 +16,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
-#include <kagi/lock/names.hpp>
+#include <kagi/lock/detail/names.hpp>
 #include <kagi/util/histogram.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::lock {
 
@@ -70,18 +71,18 @@ class Stats {
   Stats(const Stats&) = delete;
   Stats& operator=(const Stats&) = delete;
 
-  // The counters for `name`'s prefix (see lock/names.hpp name_prefix). Each thread remembers
+  // The counters for `name`'s prefix (see lock/detail/names.hpp name_prefix). Each thread remembers
   // its last prefix, so a repeated prefix costs no lookup and no reader lock.
   PrefixStats& for_name(std::string_view name);
-  StatsSnapshot snapshot() const;
+  StatsSnapshot snapshot() const KAGI_EXCLUDES(mu_);
 
  private:
-  PrefixStats* lookup(std::string_view prefix);
+  PrefixStats* lookup(std::string_view prefix) KAGI_EXCLUDES(mu_);
 
   const uint64_t id_;  // unique per Stats in the process: keys the per-thread last prefix
-  mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<PrefixStats>, NameHash, std::equal_to<>>
-      prefixes_;  // guarded by mu_
+  mutable util::SharedMutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<PrefixStats>, NameHash, std::equal_to<>> prefixes_
+      KAGI_GUARDED_BY(mu_);
 };
 
 }  // namespace kagi::lock

@@ -1,4 +1,4 @@
-#include <kagi/lock/file_lock.hpp>
+#include <kagi/lock/detail/file_lock.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include <kagi/lock/names.hpp>
-#include <kagi/lock/table.hpp>
+#include <kagi/lock/detail/names.hpp>
+#include <kagi/lock/detail/table.hpp>
+#include <kagi/util/unique_fd.hpp>
 #include "../support/temp_dir.hpp"
 
 namespace kagi::lock {
@@ -24,11 +25,12 @@ using test_support::TempDir;
 // other exactly as two processes would.
 TEST(FileLocksTest, SeparateDescriptionsExcludeEachOther) {
   TempDir dir;
-  FileLocks a(dir.path(), 16, SIGRTMIN + 5), b(dir.path(), 16, SIGRTMIN + 5);
+  FileLocks a(dir.path(), SIGRTMIN + 5), b(dir.path(), SIGRTMIN + 5);
   EXPECT_TRUE(a.signal_waits());
-  int fa = -1, fb = -1;
-  ASSERT_FALSE(a.pin("x/y", fa));
-  ASSERT_FALSE(b.pin("x/y", fb));
+  util::UniqueFd fa_file, fb_file;
+  ASSERT_FALSE(a.open("x/y", fa_file));
+  ASSERT_FALSE(b.open("x/y", fb_file));
+  const int fa = fa_file.get(), fb = fb_file.get();
   ASSERT_FALSE(a.lock(fa, Mode::kExclusive, Clock::now() + 1s, nullptr));
   bool contended = false;
   const auto started = Clock::now();
@@ -41,17 +43,16 @@ TEST(FileLocksTest, SeparateDescriptionsExcludeEachOther) {
   EXPECT_FALSE(a.lock(fa, Mode::kShared, Clock::now() + 1s, nullptr));  // shared + shared
   a.unlock(fa);
   b.unlock(fb);
-  a.unpin("x/y", fa);
-  b.unpin("x/y", fb);
 }
 
 TEST(FileLocksTest, BlockedWaiterIsWokenByTheRelease) {
   TempDir dir;
   for (int signal : {SIGRTMIN + 5, 0}) {  // timer-bounded blocking wait, and polling
-    FileLocks a(dir.path(), 16, signal), b(dir.path(), 16, signal);
-    int fa = -1, fb = -1;
-    ASSERT_FALSE(a.pin("n", fa));
-    ASSERT_FALSE(b.pin("n", fb));
+    FileLocks a(dir.path(), signal), b(dir.path(), signal);
+    util::UniqueFd fa_file, fb_file;
+    ASSERT_FALSE(a.open("n", fa_file));
+    ASSERT_FALSE(b.open("n", fb_file));
+    const int fa = fa_file.get(), fb = fb_file.get();
     ASSERT_FALSE(a.lock(fa, Mode::kExclusive, Clock::now() + 1s, nullptr));
     std::atomic<bool> waiting{false};
     std::error_code result;
@@ -67,8 +68,6 @@ TEST(FileLocksTest, BlockedWaiterIsWokenByTheRelease) {
     EXPECT_FALSE(result) << result.message();
     EXPECT_TRUE(contended);
     b.unlock(fb);
-    a.unpin("n", fa);
-    b.unpin("n", fb);
   }
 }
 
@@ -76,10 +75,11 @@ TEST(FileLocksTest, BlockedWaiterIsWokenByTheRelease) {
 // bounded: the wait signal is unblocked for the wait only.
 TEST(FileLocksTest, DeadlineHoldsInAThreadThatBlocksSignals) {
   TempDir dir;
-  FileLocks a(dir.path(), 16, SIGRTMIN + 5), b(dir.path(), 16, SIGRTMIN + 5);
-  int fa = -1, fb = -1;
-  ASSERT_FALSE(a.pin("n", fa));
-  ASSERT_FALSE(b.pin("n", fb));
+  FileLocks a(dir.path(), SIGRTMIN + 5), b(dir.path(), SIGRTMIN + 5);
+  util::UniqueFd fa_file, fb_file;
+  ASSERT_FALSE(a.open("n", fa_file));
+  ASSERT_FALSE(b.open("n", fb_file));
+  const int fa = fa_file.get(), fb = fb_file.get();
   ASSERT_FALSE(a.lock(fa, Mode::kExclusive, Clock::now() + 1s, nullptr));
   std::error_code result;
   bool still_blocked = false;
@@ -96,34 +96,14 @@ TEST(FileLocksTest, DeadlineHoldsInAThreadThatBlocksSignals) {
   EXPECT_EQ(result, Errc::kTimeout);
   EXPECT_TRUE(still_blocked);  // the thread's mask is restored
   a.unlock(fa);
-  a.unpin("n", fa);
-  b.unpin("n", fb);
 }
 
-TEST(FileLocksTest, IdleDescriptorsAreCachedAndBounded) {
-  TempDir dir;
-  FileLocks files(dir.path(), 4, 0);
-  int first = -1;
-  ASSERT_FALSE(files.pin("a", first));
-  files.unpin("a", first);
-  int again = -1;
-  ASSERT_FALSE(files.pin("a", again));
-  EXPECT_EQ(again, first);  // served from the cache: no open()
-  files.unpin("a", again);
-  for (int i = 0; i < 10; ++i) {
-    int fd = -1;
-    ASSERT_FALSE(files.pin("n" + std::to_string(i), fd));
-    files.unpin("n" + std::to_string(i), fd);
-  }
-  EXPECT_EQ(files.open_fds(), 4u);
-}
-
-// Through the table: idle entries keep their descriptors (the cache), but both the table's
-// idle entries and the open descriptors stay bounded however many names pass through.
+// The table keeps the descriptors of released names open (the one descriptor cache), but
+// however many names pass through, no more than its bound.
 TEST(FileLocksTest, DescriptorsStayBoundedThroughTheTable) {
   TempDir dir;
-  FileLocks files(dir.path(), 100, 0);
-  LockTable table(&files);
+  FileLocks files(dir.path(), 0);
+  LockTable table(&files, 100);
   for (int i = 0; i < 3000; ++i) {
     LockTable::Grant g;
     ASSERT_FALSE(
@@ -131,8 +111,8 @@ TEST(FileLocksTest, DescriptorsStayBoundedThroughTheTable) {
     table.release(g);
   }
   EXPECT_EQ(table.size(), 0u);
-  EXPECT_LE(files.open_fds(), 100u + 16 * 64);  // the idle descriptors + the table's idle entries
-  EXPECT_GE(files.open_fds(), 100u);
+  EXPECT_LE(table.open_fds(), 112u);  // 100 rounded up to a multiple of the 16 shards
+  EXPECT_GE(table.open_fds(), 16u);
 }
 
 TEST(FileLocksTest, HashCollisionIsDetectedNotSilent) {
@@ -145,18 +125,19 @@ TEST(FileLocksTest, HashCollisionIsDetectedNotSilent) {
   const std::string other = std::string(149, 'a') + "b";
   ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 1), static_cast<ssize_t>(other.size()));
   ::close(fd);
-  FileLocks files(dir.path(), 4, 0);
-  int got = -1;
-  EXPECT_EQ(files.pin(name, got), Errc::kNameCollision);
-  ASSERT_FALSE(files.pin(other.substr(0, 10), got));  // unrelated names still work
-  files.unpin(other.substr(0, 10), got);
+  FileLocks files(dir.path(), 0);
+  util::UniqueFd got;
+  EXPECT_EQ(files.open(name, got), Errc::kNameCollision);
+  EXPECT_FALSE(got);
+  ASSERT_FALSE(files.open(other.substr(0, 10), got));  // unrelated names still work
+  EXPECT_TRUE(got);
 }
 
 // Readers of one "process" that keep overlapping must not starve a writer of another: the
 // table's batch bound makes them drain and release the file lock now and then.
 TEST(FileLocksTest, OverlappingReadersDoNotStarveAnotherProcessWriter) {
   TempDir dir;
-  FileLocks files_a(dir.path(), 16, SIGRTMIN + 5), files_b(dir.path(), 16, SIGRTMIN + 5);
+  FileLocks files_a(dir.path(), SIGRTMIN + 5), files_b(dir.path(), SIGRTMIN + 5);
   LockTable a(&files_a), b(&files_b);
   std::atomic<bool> stop{false};
   std::atomic<int> grants{0};

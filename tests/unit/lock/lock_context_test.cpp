@@ -6,6 +6,7 @@
 #include <barrier>
 #include <chrono>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "service_fixture.hpp"
@@ -118,29 +119,61 @@ TEST_F(LockContextTest, SetIsCanonicalAndAllOrNothing) {
   auto other = request("other");
   auto blocker = other->exclusive("s/b");
   auto ctx = request("r");
-  EXPECT_THROW(
-      (void)ctx->acquire(
-          {{"s/c", Mode::kShared}, {"s/b", Mode::kExclusive}, {"s/a", Mode::kShared}}, 50ms),
-      LockBusy);
+  EXPECT_THROW((void)ctx->acquire(lock::shared("s/c"), lock::exclusive("s/b"), lock::shared("s/a")),
+               LockBusy);
+  EXPECT_THROW((void)ctx->exclusive_set({"s/c", "s/b", "s/a"}, 50ms), LockBusy);
   EXPECT_EQ(ctx->held_count(), 0u);
   EXPECT_TRUE(request("third")->try_exclusive("s/a"));  // released when "s/b" failed
   blocker.release();
 
-  LockSet set = ctx->acquire({{"s/c", Mode::kShared},
-                              {"s/b", Mode::kExclusive},
-                              {"s/a", Mode::kShared},
-                              {"s/c", Mode::kExclusive}});
-  EXPECT_EQ(set.size(), 3u);
-  EXPECT_TRUE(set.held());
-  EXPECT_EQ(set.guard("s/a").mode(), Mode::kShared);
-  EXPECT_EQ(set.exclusive("s/b").name(), "s/b");
-  EXPECT_EQ(set.exclusive("s/c").mode(), Mode::kExclusive);  // listed twice: the stronger mode
-  EXPECT_EQ(set.shared("s/a").name(), "s/a");
-  EXPECT_THROW((void)set.exclusive("s/a"), std::logic_error);
-  EXPECT_THROW((void)set.guard("s/z"), std::out_of_range);
+  // Taken in canonical order (no order violation), handed back in the order asked, each
+  // guard typed by its mode.
+  auto [c, b, a] =
+      ctx->acquire(lock::exclusive("s/c"), lock::exclusive("s/b"), lock::shared("s/a"));
+  static_assert(std::is_same_v<decltype(a), SharedGuard>);
+  static_assert(std::is_same_v<decltype(b), ExclusiveGuard>);
+  EXPECT_EQ(a.name(), "s/a");
+  EXPECT_EQ(a.mode(), Mode::kShared);
+  EXPECT_EQ(b.name(), "s/b");
+  EXPECT_EQ(c.name(), "s/c");
+  EXPECT_EQ(c.mode(), Mode::kExclusive);
+  EXPECT_EQ(ctx->held_count(), 3u);
   EXPECT_EQ(service_->stats().total().order_violations, 0u);
-  set.release();
+  a.release();
+  b.release();
+  c.release();
   EXPECT_EQ(ctx->held_count(), 0u);
+  EXPECT_EQ(service_->active_names(), 0u);
+}
+
+TEST_F(LockContextTest, TypedSetsKeepTheOrderAsked) {
+  auto ctx = request("r");
+  {
+    auto [second, first] = ctx->shared_set({"t/b", "t/a"});
+    EXPECT_EQ(second.name(), "t/b");
+    EXPECT_EQ(first.name(), "t/a");
+    EXPECT_TRUE(second.held() && first.held());
+  }
+  {
+    // An empty name leaves its place unlocked.
+    auto [board, none] = ctx->exclusive_set({"t/board", ""});
+    EXPECT_TRUE(board.held());
+    EXPECT_FALSE(none.held());
+    EXPECT_EQ(ctx->held_count(), 1u);
+  }
+  const std::vector<std::string> names{"t/z", "t/y", "t/x"};
+  std::vector<SharedGuard> guards = ctx->shared_set(names);
+  ASSERT_EQ(guards.size(), 3u);
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(guards[i].name(), names[i]);
+  guards.clear();
+  EXPECT_EQ(ctx->held_count(), 0u);
+  EXPECT_EQ(service_->stats().total().order_violations, 0u);
+}
+
+TEST_F(LockContextTest, ANameListedTwiceInASetIsRefused) {
+  auto ctx = request("r");
+  EXPECT_THROW((void)ctx->exclusive_set({"d/a", "d/b", "d/a"}), LockOrderError);
+  EXPECT_EQ(ctx->held_count(), 0u);  // all or nothing
   EXPECT_EQ(service_->active_names(), 0u);
 }
 

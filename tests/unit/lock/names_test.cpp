@@ -1,11 +1,11 @@
-#include <kagi/lock/names.hpp>
+#include <kagi/lock/detail/names.hpp>
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include <kagi/lock/mode.hpp>
+#include <kagi/lock/errors.hpp>
 
 namespace kagi::lock {
 namespace {

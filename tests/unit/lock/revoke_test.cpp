@@ -13,8 +13,8 @@
 #include <optional>
 #include <thread>
 
+#include <kagi/lock/detail/names.hpp>
 #include <kagi/lock/lock_service.hpp>
-#include <kagi/lock/names.hpp>
 #include "../support/temp_dir.hpp"
 
 namespace kagi::lock {

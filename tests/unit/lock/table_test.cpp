@@ -1,4 +1,4 @@
-#include <kagi/lock/table.hpp>
+#include <kagi/lock/detail/table.hpp>
 
 #include <gtest/gtest.h>
 #include <malloc.h>

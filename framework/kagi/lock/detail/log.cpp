@@ -1,4 +1,4 @@
-#include <kagi/lock/log.hpp>
+#include <kagi/lock/detail/log.hpp>
 
 #include <string>
 

@@ -1,4 +1,4 @@
-// lock/backend.hpp — the interface every lock backend implements (local now; dir, postgres
+// lock/detail/backend.hpp — the interface every lock backend implements (local now; dir, postgres
 // and lockd later), and the factory for the local one.
 //
 // A Backend lives as long as its LockService. It opens one Session per LockContext: remote
@@ -16,7 +16,8 @@
 #include <string_view>
 #include <system_error>
 
-#include <kagi/lock/file_lock.hpp>
+#include <kagi/lock/clock.hpp>
+#include <kagi/lock/holder_info.hpp>
 #include <kagi/lock/mode.hpp>
 #include <kagi/lock/options.hpp>
 

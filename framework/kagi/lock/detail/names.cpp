@@ -1,9 +1,9 @@
-#include <kagi/lock/names.hpp>
+#include <kagi/lock/detail/names.hpp>
 
 #include <cstdint>
 #include <cstdio>
 
-#include <kagi/lock/mode.hpp>
+#include <kagi/lock/errors.hpp>
 
 namespace kagi::lock {
 namespace {

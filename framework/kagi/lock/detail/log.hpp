@@ -1,4 +1,4 @@
-// lock/log.hpp — where the lock layer reports events (order violations, leaks, timeouts,
+// lock/detail/log.hpp — where the lock layer reports events (order violations, leaks, timeouts,
 // backend failures): one warning line each, on stderr through util::log for now.
 #pragma once
 

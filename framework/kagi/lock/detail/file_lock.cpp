@@ -1,4 +1,4 @@
-#include <kagi/lock/file_lock.hpp>
+#include <kagi/lock/detail/file_lock.hpp>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -10,19 +10,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <mutex>
 #include <thread>
 
-#include <kagi/lock/log.hpp>
-#include <kagi/lock/names.hpp>
+#include <kagi/lock/detail/log.hpp>
+#include <kagi/lock/detail/names.hpp>
+#include <kagi/util/mutex.hpp>
 
 namespace kagi::lock {
 namespace {
 
 void on_wait_signal(int) {}  // only interrupts F_OFD_SETLKW
 
-std::mutex g_signal_mu;
-int g_installed_signal = 0;  // guarded by g_signal_mu
+util::Mutex g_signal_mu;
+int g_installed_signal KAGI_GUARDED_BY(g_signal_mu) = 0;
 
 timespec to_timespec(std::chrono::nanoseconds ns) {
   timespec ts{};
@@ -85,7 +85,7 @@ int ofd(int fd, int cmd, short type, off_t byte) {
 }  // namespace
 
 bool install_wait_signal(int signal) {
-  std::lock_guard lock(g_signal_mu);
+  util::MutexLock lock(g_signal_mu);
   if (g_installed_signal == signal) return true;
   struct sigaction old {};
   if (sigaction(signal, nullptr, &old) != 0) return false;
@@ -101,8 +101,8 @@ bool install_wait_signal(int signal) {
   return true;
 }
 
-FileLocks::FileLocks(std::string dir, size_t max_idle_fds, int wait_signal)
-    : dir_(std::move(dir)), max_idle_(max_idle_fds), wait_signal_(wait_signal) {
+FileLocks::FileLocks(std::string dir, int wait_signal)
+    : dir_(std::move(dir)), wait_signal_(wait_signal) {
   if (wait_signal_ != 0 && !install_wait_signal(wait_signal_)) {
     log_event("signal " + std::to_string(wait_signal_) +
               " has another handler; lock waits poll with backoff instead");
@@ -110,95 +110,26 @@ FileLocks::FileLocks(std::string dir, size_t max_idle_fds, int wait_signal)
   }
 }
 
-FileLocks::~FileLocks() {
-  std::lock_guard lock(mu_);
-  for (auto& [name, cached] : fds_) ::close(cached.fd);
-}
-
-size_t FileLocks::open_fds() const {
-  std::lock_guard lock(mu_);
-  return fds_.size();
-}
-
-std::error_code FileLocks::open_file(std::string_view name, int& fd) {
+std::error_code FileLocks::open(std::string_view name, util::UniqueFd& fd) const {
   const std::string path = dir_ + "/" + lock_file_name(name);
-  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return {errno, std::generic_category()};
+  util::UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!file) return {errno, std::generic_category()};
   // The file records its full name: a second name hashed to the same file is detected here.
   char stored[kMaxNameBytes + 1];
-  ssize_t n = ::pread(fd, stored, sizeof stored, 1);
+  ssize_t n = ::pread(file.get(), stored, sizeof stored, 1);
   if (n == 0) {
-    if (::pwrite(fd, name.data(), name.size(), 1) != static_cast<ssize_t>(name.size())) {
-      std::error_code ec(errno, std::generic_category());
-      ::close(fd);
-      return ec;
+    if (::pwrite(file.get(), name.data(), name.size(), 1) != static_cast<ssize_t>(name.size())) {
+      return {errno, std::generic_category()};
     }
   } else if (n < 0 || std::string_view(stored, static_cast<size_t>(n)) != name) {
-    ::close(fd);
-    fd = -1;
     return make_error_code(n < 0 ? Errc::kBackend : Errc::kNameCollision);
   }
+  fd = std::move(file);
   return {};
 }
 
-void FileLocks::unlink_idle(Cached* c) {
-  (c->newer ? c->newer->older : newest_) = c->older;
-  (c->older ? c->older->newer : oldest_) = c->newer;
-  c->newer = c->older = nullptr;
-  --idle_count_;
-}
-
-std::error_code FileLocks::pin(std::string_view name, int& fd) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = fds_.find(name);
-    if (it != fds_.end() && !it->second.pinned) {
-      unlink_idle(&it->second);
-      it->second.pinned = true;
-      fd = it->second.fd;
-      return {};
-    }
-  }
-  if (auto ec = open_file(name, fd)) return ec;
-  std::lock_guard lock(mu_);
-  auto [it, inserted] = fds_.try_emplace(std::string(name));
-  if (inserted) {
-    it->second.fd = fd;
-    it->second.pinned = true;
-    it->second.key = &it->first;
-  } else {
-    // Another FileLocks user pinned the same name meanwhile: cannot happen through the table;
-    // keep the invariant "one descriptor per name" anyway.
-    ::close(fd);
-    fd = -1;
-    return make_error_code(Errc::kBackend);
-  }
-  return {};
-}
-
-void FileLocks::unpin(std::string_view name, int fd) {
-  std::lock_guard lock(mu_);
-  auto it = fds_.find(name);
-  if (it == fds_.end() || it->second.fd != fd) {
-    ::close(fd);
-    return;
-  }
-  Cached* c = &it->second;
-  c->pinned = false;
-  c->older = newest_;
-  c->newer = nullptr;
-  (newest_ ? newest_->newer : oldest_) = c;
-  newest_ = c;
-  ++idle_count_;
-  while (idle_count_ > max_idle_) {
-    Cached* victim = oldest_;
-    unlink_idle(victim);
-    ::close(victim->fd);
-    fds_.erase(*victim->key);
-  }
-}
-
-std::error_code FileLocks::lock(int fd, Mode mode, Clock::time_point deadline, bool* contended) {
+std::error_code FileLocks::lock(int fd, Mode mode, Clock::time_point deadline,
+                                bool* contended) const {
   const int type = mode == Mode::kShared ? LOCK_SH : LOCK_EX;
   if (::flock(fd, type | LOCK_NB) == 0) return {};
   if (errno != EWOULDBLOCK) return {errno, std::generic_category()};
@@ -223,7 +154,7 @@ bool FileLocks::writer_waiting(int fd) {
   return fl.l_type != F_UNLCK;
 }
 
-std::error_code FileLocks::wait_with_timer(int fd, int type, Clock::time_point deadline) {
+std::error_code FileLocks::wait_with_timer(int fd, int type, Clock::time_point deadline) const {
   const auto left = deadline - Clock::now();
   if (left <= Clock::duration::zero()) return make_error_code(Errc::kTimeout);
   // Threads that block signals (e.g. servers that leave signals to one sigwait thread) would

@@ -1,4 +1,4 @@
-// lock/names.hpp — lock names: validation, the name → lock file mapping, stats prefixes.
+// lock/detail/names.hpp — lock names: validation, the name → lock file mapping, stats prefixes.
 //
 // A lock name is hierarchical, e.g. "bbs/board/3": segments of [a-z0-9_.-] separated by '/',
 // no empty segment, no "." or ".." segment, at most kMaxNameBytes bytes. Upper case is refused

@@ -1,9 +1,11 @@
-// The `local` backend: threads and processes of one host (lock/table.hpp + lock/file_lock.hpp).
+// The `local` backend: threads and processes of one host (lock/detail/table.hpp in front of
+// lock/detail/file_lock.hpp).
 #include <atomic>
 #include <csignal>
 
-#include <kagi/lock/backend.hpp>
-#include <kagi/lock/table.hpp>
+#include <kagi/lock/detail/backend.hpp>
+#include <kagi/lock/detail/table.hpp>
+#include <kagi/lock/errors.hpp>
 
 namespace kagi::lock {
 namespace {
@@ -49,11 +51,10 @@ class LocalSession : public Session {
 class LocalBackend : public Backend {
  public:
   explicit LocalBackend(const LockOptions& options)
-      : files_(options.dir, options.max_idle_fds,
-               options.wait_signal < 0    ? 0
-               : options.wait_signal == 0 ? SIGRTMIN + 5
-                                          : options.wait_signal),
-        table_(&files_) {}
+      : files_(options.dir, options.wait_signal < 0    ? 0
+                            : options.wait_signal == 0 ? SIGRTMIN + 5
+                                                       : options.wait_signal),
+        table_(&files_, options.max_idle_fds) {}
   std::string_view kind() const override { return "local"; }
   std::unique_ptr<Session> open_session(const HolderInfo&) override {
     return std::make_unique<LocalSession>(table_);
