@@ -1,8 +1,6 @@
 #include <kagi/lock/registry.hpp>
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,12 +83,6 @@ constexpr WordSet kHeadWords = [] {
   return head;
 }();
 
-int64_t realtime_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Writes the payload's words named in `used` under one odd/even sequence step. Release stores
 // keep the odd mark ahead of every word (no fences: GCC's TSan lacks them); on x86 these are
 // plain moves.
@@ -145,27 +137,26 @@ int64_t this_thread_id() {
   return tid;
 }
 
-// Opens and maps the registry file at `path` if its owner is alive (it holds LOCK_EX on it).
+// Opens and maps the registry file at `path` if its owner is alive (lock/live_file.hpp: it
+// holds LOCK_EX on it); a dead owner's file is removed.
 enum class MapResult { kMapped, kDead, kUnreadable, kMapFailed };
 MapResult map_live_file(const std::string& path, bool writable, void*& map, size_t& size) {
-  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return MapResult::kUnreadable;
-  // Nobody holds LOCK_EX: the owner is gone. Names are unique per process start, so the path
-  // cannot belong to a newer process.
-  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
-    ::close(fd);
-    return MapResult::kDead;
+  util::UniqueFd fd;
+  switch (open_if_alive(path, writable ? O_RDWR : O_RDONLY, fd)) {
+    case Liveness::kAlive:
+      break;
+    case Liveness::kDead:
+      return MapResult::kDead;
+    case Liveness::kUnreadable:
+      return MapResult::kUnreadable;
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
     return MapResult::kUnreadable;
   }
   size = static_cast<size_t>(st.st_size);
-  map = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-  const int saved = errno;
-  ::close(fd);
-  errno = saved;
+  map =
+      ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd.get(), 0);
   return map == MAP_FAILED ? MapResult::kMapFailed : MapResult::kMapped;
 }
 
@@ -179,44 +170,32 @@ std::unique_ptr<Registry> Registry::create(const std::string& dir, size_t slots,
     ec = {errno, std::generic_category()};
     return nullptr;
   }
-  const std::string stem = std::to_string(::getpid()) + "-" + std::to_string(realtime_ns());
-  const std::string tmp = reg_dir + "/tmp-" + stem;
-  const std::string path = reg_dir + "/" + stem + ".reg";
   const size_t size = kHeaderBytes + slots * kSlotBytes;
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    ec = {errno, std::generic_category()};
-    return nullptr;
-  }
   void* map = MAP_FAILED;
-  // Locked before it becomes visible under its final name, so no reader takes it for dead.
-  if (::flock(fd, LOCK_EX) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
-      (map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
-    ec = {errno, std::generic_category()};
-    ::unlink(tmp.c_str());
-    ::close(fd);
+  // Sized, mapped and given its header before it has its name: no reader sees it half made.
+  auto prepare = [&](int fd) {
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return false;
+    map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) return false;
+    auto* header = static_cast<Header*>(map);
+    header->slots = static_cast<uint32_t>(slots);
+    header->pid = ::getpid();
+    header->magic = kMagic;
+    return true;
+  };
+  std::unique_ptr<LiveFile> file = LiveFile::create(reg_dir, ".reg", prepare, ec);
+  if (!file) {
+    if (map != MAP_FAILED) ::munmap(map, size);
     return nullptr;
   }
-  auto* header = static_cast<Header*>(map);
-  header->slots = static_cast<uint32_t>(slots);
-  header->pid = ::getpid();
-  header->magic = kMagic;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ec = {errno, std::generic_category()};
-    ::munmap(map, size);
-    ::unlink(tmp.c_str());
-    ::close(fd);
-    return nullptr;
-  }
-  return std::unique_ptr<Registry>(new Registry(path, fd, map, size, slots));
+  return std::unique_ptr<Registry>(new Registry(std::move(file), map, size, slots));
 }
 
-Registry::Registry(std::string path, int fd, void* map, size_t map_size, size_t slots)
-    : path_(std::move(path)),
+Registry::Registry(std::unique_ptr<LiveFile> file, void* map, size_t map_size, size_t slots)
+    : file_(std::move(file)),
       pid_(::getpid()),
       wall_offset_(std::chrono::system_clock::now().time_since_epoch() -
                    Clock::now().time_since_epoch()),
-      fd_(fd),
       map_(map),
       map_size_(map_size),
       slots_(slots) {
@@ -228,11 +207,9 @@ Registry::Registry(std::string path, int fd, void* map, size_t map_size, size_t 
   }
 }
 
-Registry::~Registry() {
-  ::unlink(path_.c_str());
-  ::munmap(map_, map_size_);
-  ::close(fd_);
-}
+Registry::~Registry() { ::munmap(map_, map_size_); }  // then file_ removes the file
+
+const std::string& Registry::path() const { return file_->path(); }
 
 int64_t Registry::to_realtime_ns(Clock::time_point t) const {
   return (std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()) + wall_offset_)
@@ -316,19 +293,9 @@ bool Registry::revoke_requested(int slot) const noexcept {
 std::error_code Registry::request_revoke(const std::string& dir, int pid, int slot, uint64_t seq) {
   if (slot < 0 || seq == 0 || (seq & 1) != 0) return {EINVAL, std::generic_category()};
   const std::string reg_dir = dir + "/registry";
-  DIR* d = ::opendir(reg_dir.c_str());
-  if (!d) return {errno, std::generic_category()};
   const std::string prefix = std::to_string(pid) + "-";
-  std::vector<std::string> files;
-  while (dirent* ent = ::readdir(d)) {
-    std::string_view n = ent->d_name;
-    if (n.size() > prefix.size() + 4 && n.substr(0, prefix.size()) == prefix &&
-        n.substr(n.size() - 4) == ".reg") {
-      files.emplace_back(n);
-    }
-  }
-  ::closedir(d);
-  for (const std::string& file : files) {
+  for (const std::string& file : live_file_names(reg_dir, ".reg")) {
+    if (!file.starts_with(prefix)) continue;
     void* map = nullptr;
     size_t size = 0;
     // A dead process's file, or one that cannot be read: nothing to revoke there.
@@ -358,21 +325,12 @@ std::error_code Registry::request_revoke(const std::string& dir, int pid, int sl
 RegistrySnapshot Registry::read(const std::string& dir) {
   RegistrySnapshot snap;
   const std::string reg_dir = dir + "/registry";
-  DIR* d = ::opendir(reg_dir.c_str());
-  if (!d) return snap;
-  std::vector<std::string> files;
-  while (dirent* ent = ::readdir(d)) {
-    std::string_view n = ent->d_name;
-    if (n.size() > 4 && n.substr(n.size() - 4) == ".reg") files.emplace_back(n);
-  }
-  ::closedir(d);
-  for (const std::string& file : files) {
+  for (const std::string& file : live_file_names(reg_dir, ".reg")) {
     const std::string path = reg_dir + "/" + file;
     void* map = nullptr;
     size_t size = 0;
     const MapResult mapped = map_live_file(path, false, map, size);
-    if (mapped == MapResult::kDead) {
-      ::unlink(path.c_str());
+    if (mapped == MapResult::kDead) {  // removed by map_live_file
       ++snap.dead_removed;
       continue;
     }

@@ -30,6 +30,7 @@
 
 #include <kagi/lock/clock.hpp>
 #include <kagi/lock/holder_info.hpp>
+#include <kagi/lock/live_file.hpp>
 #include <kagi/lock/mode.hpp>
 
 namespace kagi::lock {
@@ -89,18 +90,18 @@ class Registry {
   // Reads every live process's registry under `dir`; removes files of dead processes.
   static RegistrySnapshot read(const std::string& dir);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const;
 
  private:
-  Registry(std::string path, int fd, void* map, size_t map_size, size_t slots);
+  Registry(std::unique_ptr<LiveFile> file, void* map, size_t map_size, size_t slots);
   int64_t to_realtime_ns(Clock::time_point t) const;
 
-  std::string path_;
+  // This process's registry file, flock'ed for its life (lock/live_file.hpp).
+  std::unique_ptr<LiveFile> file_;
   int pid_;
   // system_clock − steady_clock at creation: converts the callers' steady readings to wall
   // time for display without another clock read per acquire.
   std::chrono::nanoseconds wall_offset_;
-  int fd_;
   void* map_;
   size_t map_size_;
   size_t slots_;  // records in the map (revoke requests are checked against it)
