@@ -24,6 +24,7 @@
 #include <kagi/util/log.hpp>
 #include <kagi/util/mutex.hpp>
 #include <kagi/util/thread_annotations.hpp>
+#include <kagi/util/unique_fd.hpp>
 
 namespace kagi {
 namespace fcgi {
@@ -53,13 +54,10 @@ enum class Stage {
 class Conn {
  public:
   Conn(int fd, uint64_t id, ReaderLimits limits) : reader(limits), fd_(fd), id_(id) {}
-  ~Conn() {
-    if (fd_ >= 0) ::close(fd_);
-  }
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // Names the connection in epoll: never reused, unlike descriptor numbers, so an event
   // that arrives for a connection closed meanwhile cannot be taken for a newer one.
   uint64_t id() const { return id_; }
@@ -79,7 +77,7 @@ class Conn {
   bool reusable = true;
 
  private:
-  const int fd_;
+  const util::UniqueFd fd_;
   const uint64_t id_;
 };
 
@@ -179,8 +177,8 @@ class Core : public std::enable_shared_from_this<Core> {
   // Names the listening socket in log lines; a copy, readable without mu_.
   const std::string listen_name_;
   // Set once in the constructor, closed in the destructor.
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  util::UniqueFd epoll_fd_;
+  util::UniqueFd wake_fd_;
 
   util::Mutex mu_;
   util::CondVar stop_cv_;  // stopping_ was set
@@ -287,29 +285,26 @@ Core::Core(App& app, FcgiOptions options, ListenSocket listen)
       reader_limits_(reader_limits(app)),
       listen_name_(listen.description()),
       listen_(std::move(listen)) {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) {
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_fd_ || !wake_fd_) {
     throw std::runtime_error(std::string("FastCGI: cannot create epoll/eventfd: ") +
                              std::strerror(errno));
   }
   // Level-triggered and never read: once written (at the very end) it wakes every worker.
-  arm(EPOLL_CTL_ADD, wake_fd_, kWakeId, EPOLLIN);
+  arm(EPOLL_CTL_ADD, wake_fd_.get(), kWakeId, EPOLLIN);
   arm(EPOLL_CTL_ADD, listen_.fd(), kListenId, EPOLLIN | EPOLLONESHOT);
   listening_ = true;
 }
 
-Core::~Core() {
-  idle_.clear();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
-}
+// The idle connections close first, then (members) the eventfd and the epoll set.
+Core::~Core() { idle_.clear(); }
 
 bool Core::arm(int op, int fd, uint64_t id, uint32_t events) {
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = id;
-  if (epoll_ctl(epoll_fd_, op, fd, &ev) != 0) {
+  if (epoll_ctl(epoll_fd_.get(), op, fd, &ev) != 0) {
     util::log_error("fcgi: epoll_ctl fd " + std::to_string(fd) + ": " + std::strerror(errno));
     return false;
   }
@@ -423,7 +418,7 @@ bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
 void Core::close_idle_without_request() {
   std::vector<std::unique_ptr<Conn>> closing;  // closed after mu_ is released
   util::MutexLock lock(mu_);
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_.fd(), nullptr);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, listen_.fd(), nullptr);
   // Connections the kernel accepted before the stop may carry requests already: take them
   // in, to be served or closed below like the others.
   if (listening_) accept_all_locked();
@@ -485,7 +480,7 @@ void Core::run() {
     quit_workers_ = true;
   }
   uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
   bool joined = false;
   {
     util::MutexLock lock(mu_);
@@ -512,7 +507,7 @@ void Core::run() {
 void Core::worker_loop() {
   for (;;) {
     epoll_event ev{};
-    const int n = epoll_wait(epoll_fd_, &ev, 1, static_cast<int>(kPollTick.count()));
+    const int n = epoll_wait(epoll_fd_.get(), &ev, 1, static_cast<int>(kPollTick.count()));
     if (n < 0 && errno != EINTR) {
       util::log_error(std::string("fcgi: epoll_wait: ") + std::strerror(errno));
       std::this_thread::sleep_for(kAcceptBackoff);

@@ -364,8 +364,14 @@ def write_report(path, bench, results, command):
               "reading its board file and writes it back with temp + rename, and a chat that "
               "appends to its log under `flock`. Neither calls fsync, so kagi's comparable rows "
               "run with `data.fsync=never`; the `always` rows show kagi's default.", "",
-              "Lock-layer and storage micro-benchmarks (Google Benchmark) are in "
-              "[LOCKING.md](LOCKING.md) and [STORAGE.md](STORAGE.md).", ""]
+              "The lock-layer and storage micro-benchmarks (Google Benchmark) follow: "
+              "`scripts/bench --micro` regenerates that section alone.", ""]
+    # Keep the micro-benchmark section (tests/bench/micro/micro_report.py writes it).
+    old = open(path).read() if os.path.exists(path) else ""
+    begin, end = "<!-- micro:begin -->", "<!-- micro:end -->"
+    if begin in old and end in old:
+        lines.append(old[old.index(begin):old.index(end) + len(end)])
+        lines.append("")
     open(path, "w").write("\n".join(lines))
 
 
