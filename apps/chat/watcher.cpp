@@ -36,8 +36,8 @@ RoomWatcher::RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std:
     : dir_(std::move(dir)), lot_(lot), refresh_(std::move(refresh)) {
   ec = make_dirs(dir_, dir_mode);
   if (ec) return;
-  inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0) {
+  inotify_fd_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!inotify_fd_) {
     ec = last_error();
     return;
   }
@@ -48,23 +48,20 @@ RoomWatcher::RoomWatcher(std::string dir, ParkingLot& lot, Refresh refresh, std:
       return;
     }
   }
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) {
+  wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_fd_) {
     ec = last_error();
     return;
   }
   thread_ = std::thread([this] { run(); });
 }
 
-RoomWatcher::~RoomWatcher() {
-  stop();
-  if (inotify_fd_ >= 0) ::close(inotify_fd_);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-}
+RoomWatcher::~RoomWatcher() { stop(); }  // then the members close the descriptors
 
 bool RoomWatcher::add_watch_locked() {
   // An append is IN_MODIFY; a compaction renames a new log over the old one (IN_MOVED_TO).
-  watch_ = ::inotify_add_watch(inotify_fd_, dir_.c_str(), IN_MODIFY | IN_MOVED_TO | IN_CREATE);
+  watch_ =
+      ::inotify_add_watch(inotify_fd_.get(), dir_.c_str(), IN_MODIFY | IN_MOVED_TO | IN_CREATE);
   return watch_ >= 0;
 }
 
@@ -88,14 +85,14 @@ bool RoomWatcher::watching() const {
 void RoomWatcher::unwatch_if_idle() {
   util::MutexLock lock(watch_mu_);
   if (watch_ < 0 || lot_.stats().parked > 0) return;
-  ::inotify_rm_watch(inotify_fd_, watch_);
+  ::inotify_rm_watch(inotify_fd_.get(), watch_);
   watch_ = -1;
 }
 
 void RoomWatcher::wake() {
-  if (wake_fd_ < 0) return;
+  if (!wake_fd_) return;
   uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
 }
 
 void RoomWatcher::stop() {
@@ -116,7 +113,7 @@ void RoomWatcher::run() {
     auto until = std::min(next_sweep, next_recheck);
     if (auto d = lot_.next_deadline()) until = std::min(until, *d);
     auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
-    pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{inotify_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
     int ready = ::poll(fds, 2, static_cast<int>(std::clamp<int64_t>(ms, 0, 60'000)));
     if (ready < 0 && errno != EINTR) {
       util::log_error(std::string("chat watcher: poll: ") + std::strerror(errno));
@@ -126,11 +123,11 @@ void RoomWatcher::run() {
     std::set<std::string> dirty;
     if (ready > 0 && (fds[1].revents & POLLIN)) {
       uint64_t count;
-      [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof count);
+      [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
     }
     if (ready > 0 && (fds[0].revents & POLLIN)) {
       ssize_t n;
-      while ((n = ::read(inotify_fd_, buf, sizeof buf)) > 0) {
+      while ((n = ::read(inotify_fd_.get(), buf, sizeof buf)) > 0) {
         for (char* p = buf; p < buf + n;) {
           auto* ev = reinterpret_cast<inotify_event*>(p);
           p += sizeof(inotify_event) + ev->len;

@@ -23,6 +23,7 @@
 
 #include <kagi/util/mutex.hpp>
 #include <kagi/util/thread_annotations.hpp>
+#include <kagi/util/unique_fd.hpp>
 
 #include "chat/parking.hpp"
 
@@ -68,10 +69,10 @@ class RoomWatcher {
   const std::string dir_;
   ParkingLot& lot_;
   const Refresh refresh_;
-  int inotify_fd_ = -1;
+  util::UniqueFd inotify_fd_;
   mutable util::Mutex watch_mu_;
   int watch_ KAGI_GUARDED_BY(watch_mu_) = -1;  // the inotify watch descriptor; -1: not watching
-  int wake_fd_ = -1;                           // an eventfd: wake() and stop() write it
+  util::UniqueFd wake_fd_;                     // an eventfd: wake() and stop() write it
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refreshes_{0};
   std::thread thread_;  // last: started after every field it reads

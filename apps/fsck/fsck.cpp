@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+
+#include <kagi/util/unique_fd.hpp>
 
 namespace kagi::apps::fsck {
 namespace {
@@ -31,21 +34,19 @@ int read_all(int fd, std::string& out) {
 
 void scan_file(int dir_fd, const std::string& rel, const char* name, std::vector<LogReport>& logs,
                std::vector<std::string>& errors) {
-  const int fd = ::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
+  const util::UniqueFd fd(::openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
     errors.push_back(rel + ": open: " + std::strerror(errno));
     return;
   }
   char magic[8];
-  const ssize_t n = ::pread(fd, magic, sizeof magic, 0);
+  const ssize_t n = ::pread(fd.get(), magic, sizeof magic, 0);
   if (n != static_cast<ssize_t>(sizeof magic) ||
       std::string_view(magic, sizeof magic) != detail::kLogMagic) {
-    ::close(fd);  // not a log (or an empty one): nothing to check
-    return;
+    return;  // not a log (or an empty one): nothing to check
   }
   std::string bytes;
-  const int err = read_all(fd, bytes);
-  ::close(fd);
+  const int err = read_all(fd.get(), bytes);
   if (err != 0) {
     errors.push_back(rel + ": read: " + std::strerror(err));
     return;
@@ -62,14 +63,16 @@ void scan_file(int dir_fd, const std::string& rel, const char* name, std::vector
   logs.push_back(std::move(report));
 }
 
-void walk(int dir_fd, const std::string& prefix, int depth, std::vector<LogReport>& logs,
+void walk(util::UniqueFd dir_fd, const std::string& prefix, int depth, std::vector<LogReport>& logs,
           std::vector<std::string>& errors) {
-  DIR* d = ::fdopendir(dir_fd);
-  if (!d) {
+  // The stream owns the descriptor from here on (closedir closes it).
+  std::unique_ptr<DIR, int (*)(DIR*)> stream(::fdopendir(dir_fd.get()), ::closedir);
+  if (!stream) {
     errors.push_back((prefix.empty() ? "." : prefix) + ": " + std::strerror(errno));
-    ::close(dir_fd);
     return;
   }
+  (void)dir_fd.release();
+  DIR* d = stream.get();
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
@@ -78,19 +81,18 @@ void walk(int dir_fd, const std::string& prefix, int depth, std::vector<LogRepor
     const std::string rel = prefix + name;
     if (S_ISDIR(st.st_mode)) {
       if (depth >= kMaxDepth) continue;
-      const int sub =
-          ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) {
+      util::UniqueFd sub(
+          ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub) {
         errors.push_back(rel + ": open directory: " + std::strerror(errno));
         continue;
       }
-      walk(sub, rel + "/", depth + 1, logs, errors);
+      walk(std::move(sub), rel + "/", depth + 1, logs, errors);
     } else if (S_ISREG(st.st_mode) && name.find(kBackupMarker) == std::string::npos) {
       // (Backups kagi-fsck made hold the damage on purpose: not scanned again.)
       scan_file(::dirfd(d), rel, e->d_name, logs, errors);
     }
   }
-  ::closedir(d);
 }
 
 bool is_simple_name(std::string_view s) {
@@ -107,12 +109,12 @@ uint64_t LogReport::damaged_bytes() const {
 
 std::vector<LogReport> scan(const std::string& data_dir, std::vector<std::string>& errors) {
   std::vector<LogReport> logs;
-  const int fd = ::open(data_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
+  util::UniqueFd fd(::open(data_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
     errors.push_back(data_dir + ": " + std::strerror(errno));
     return logs;
   }
-  walk(fd, "", 0, logs, errors);
+  walk(std::move(fd), "", 0, logs, errors);
   std::sort(logs.begin(), logs.end(),
             [](const LogReport& a, const LogReport& b) { return a.path < b.path; });
   return logs;
