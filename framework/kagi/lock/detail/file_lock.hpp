@@ -4,8 +4,8 @@
 // flock locks (like OFD record locks) belong to the open file description, not the process:
 // the kernel drops them when the last descriptor closes, so a process killed with SIGKILL
 // frees its locks at once. They do not exclude threads that share the description, so the
-// in-process LockTable (lock/detail/table.hpp) sits in front: at most one thread per process works a
-// name's file lock. flock was chosen over F_OFD_SETLK because it is the cheaper system call
+// in-process LockTable (lock/detail/table.hpp) sits in front: at most one thread per process works
+// a name's file lock. flock was chosen over F_OFD_SETLK because it is the cheaper system call
 // (docs/LOCKING.md has the numbers); both behave the same here.
 //
 // Waiting: a non-blocking try first (the uncontended case costs one system call). If busy,
