@@ -70,7 +70,8 @@ def table(medians, rows):
     for label, name, base, goal in rows:
         if name not in medians or base not in medians:
             raise SystemExit("benchmark %s or %s missing from the run" % (name, base))
-        ratio = medians[name] / medians[base]
+        # Judged as shown: to two decimals.
+        ratio = round(medians[name] / medians[base], 2)
         verdict = ""
         if goal is not None:
             verdict = "≤ %.1f×: %s" % (goal, "met" if ratio <= goal else "**not met**")
