@@ -125,6 +125,22 @@ class RssSampler:
             self.first_kib or 0, self.peak_kib, self.peak_kib - (self.first_kib or 0))
 
 
+def serve_behind_nginx(env, fail, threads, extra_settings):
+    """kagi-demo on its own FastCGI socket (--fcgi unix:) behind a real nginx, checked to
+    answer before any attack starts. Returns (the kagi-demo process, its socket, nginx's
+    port)."""
+    import harness  # the front-end harness, on the path of every test that starts a site
+
+    sock = env.path("kagi.sock")
+    settings = env.demo_settings(threads, extra_settings)
+    kagi = env.start([env.demo, "--fcgi", "unix:" + sock] + settings, "kagi.out")
+    harness.wait_for_unix(sock)
+    port = harness.free_port()
+    env.nginx(port, sock)
+    fail.equal(harness.request(port, "GET", "/_test/echo").status, 200, "served before the attack")
+    return kagi, sock, port
+
+
 # The goal every abuse test reports against: a normal request's p99 during the attack.
 P99_GOAL_MS = 50.0
 # What the tests assert: 5x the goal, because the test machine is shared by builds and other

@@ -37,13 +37,8 @@ RSS_GROWTH_BOUND_KIB = (READERS * 2 * BIG) // 1024 + 64 * 1024
 
 
 def test(env, fail):
-    sock = env.path("kagi.sock")
-    settings = env.demo_settings(THREADS, ["limits.fcgi_read_timeout_ms=%d" % READ_TIMEOUT_MS])
-    kagi = env.start([env.demo, "--fcgi", "unix:" + sock] + settings, "kagi.out")
-    harness.wait_for_unix(sock)
-    port = harness.free_port()
-    env.nginx(port, sock)
-    fail.equal(harness.request(port, "GET", "/_test/echo").status, 200, "served before the attack")
+    kagi, sock, port = probe.serve_behind_nginx(
+        env, fail, THREADS, ["limits.fcgi_read_timeout_ms=%d" % READ_TIMEOUT_MS])
 
     rss = probe.RssSampler(lambda: [kagi.pid], max_seconds=60).start()
     latency = probe.LatencyProbe(port, "/_test/echo", timeout=5.0, max_seconds=60).start()

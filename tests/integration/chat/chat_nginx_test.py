@@ -23,12 +23,11 @@ import asyncio
 import json
 import os
 import re
-import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Site, fcgi_get, http, wait_until  # noqa: E402
+from harness import fcgi_get, http, run_site, wait_until  # noqa: E402
 
 ROOM = "lobby"
 # The CSRF token: one the site signed (fetch_token), sent as cookie and header by every post.
@@ -300,24 +299,18 @@ def main():
         return 2
     demo, source = sys.argv[1], sys.argv[2]
     phases = sys.argv[3:] or ["api", "park200", "exactly_once", "disconnect"]
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     # Every client here is 127.0.0.1 (nginx's REMOTE_ADDR): lift the per-address limits this
     # test is not about (tests/integration/abuse/ checks them).
     sets = ["data.fsync=never", "chat.rooms=lobby,other", "test.routes=true",
             "chat.say_per_minute=0", "chat.max_waiters=20000",
             "chat.max_waiters_per_client=20000"]
-    with Site(demo, source, processes=2, threads=4, sets=sets) as site:
-        try:
-            fetch_token(site)
-            for phase in phases:
-                globals()["phase_" + phase](site)
-        except AssertionError as e:
-            print("FAIL:", e)
-            print(site.logs())
-            return 1
-    print("PASS")
-    return 0
+
+    def run(site):
+        fetch_token(site)
+        for phase in phases:
+            globals()["phase_" + phase](site)
+
+    return run_site(demo, source, run, processes=2, threads=4, sets=sets)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import resource
 import time
 
 NGINX_CONF = """
@@ -69,6 +70,22 @@ def wait_until(condition, timeout, what, interval=0.05):
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+def run_site(demo, source, run, processes=2, threads=4, sets=()):
+    """Raises the open-file limit to the hard one (many parked polls), starts a Site, runs
+    run(site) and returns the exit code: 0 (PASS), or 1 with the failure and the logs."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    with Site(demo, source, processes=processes, threads=threads, sets=sets) as site:
+        try:
+            run(site)
+        except AssertionError as e:
+            print("FAIL:", e)
+            print(site.logs())
+            return 1
+    print("PASS")
+    return 0
 
 
 class Site:
