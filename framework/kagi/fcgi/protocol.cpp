@@ -41,18 +41,21 @@ bool for_each_pair(std::string_view s, Fn fn) {
   return true;
 }
 
-void append_length(std::string& out, size_t n) {
-  if (n < 128) {
-    out += static_cast<char>(n);
-  } else {
-    out += static_cast<char>(0x80 | ((n >> 24) & 0x7f));
-    out += static_cast<char>((n >> 16) & 0xff);
-    out += static_cast<char>((n >> 8) & 0xff);
-    out += static_cast<char>(n & 0xff);
-  }
-}
-
 }  // namespace
+
+void append_name_value(std::string& out, std::string_view name, std::string_view value) {
+  for (size_t n : {name.size(), value.size()}) {
+    if (n < 128) {
+      out += static_cast<char>(n);
+    } else {
+      out += static_cast<char>(0x80 | ((n >> 24) & 0x7f));
+      out += static_cast<char>((n >> 16) & 0xff);
+      out += static_cast<char>((n >> 8) & 0xff);
+      out += static_cast<char>(n & 0xff);
+    }
+  }
+  out.append(name).append(value);
+}
 
 void append_record(std::string& out, RecordType type, uint16_t request_id,
                    std::string_view content) {
@@ -142,10 +145,7 @@ bool RequestReader::on_record(RecordType type, uint16_t id, std::string_view con
       if (!for_each_pair(content, [&](std::string_view name, std::string_view) {
             // Only what kagi can say for sure; unknown names are left out, as the spec asks.
             if (name == "FCGI_MPXS_CONNS") {
-              append_length(result, name.size());
-              append_length(result, 1);
-              result.append(name);
-              result += '0';
+              append_name_value(result, name, "0");
             }
           })) {
         error_ = "malformed FCGI_GET_VALUES record";

@@ -124,6 +124,9 @@ class RequestReader {
   std::string error_;
 };
 
+// One name-value pair as FCGI_PARAMS and FCGI_GET_VALUES_RESULT carry it: each length in 1
+// byte (< 128) or 4 (top bit set), then the name, then the value.
+void append_name_value(std::string& out, std::string_view name, std::string_view value);
 // One record: header, content, padding to a multiple of 8. `content` ≤ 65535 bytes.
 void append_record(std::string& out, RecordType type, uint16_t request_id,
                    std::string_view content);

@@ -60,17 +60,6 @@ std::vector<Outcome> read_all(std::string_view input, size_t chunk, const Reader
   return out;
 }
 
-void put_length(std::string& out, size_t n) {
-  if (n < 128) {
-    out += static_cast<char>(n);
-  } else {
-    out += static_cast<char>(0x80 | ((n >> 24) & 0x7f));
-    out += static_cast<char>((n >> 16) & 0xff);
-    out += static_cast<char>((n >> 8) & 0xff);
-    out += static_cast<char>(n & 0xff);
-  }
-}
-
 // The request a well-behaved web server would send for `o` (request id 1).
 std::string rebuild(const Outcome& o) {
   std::string wire;
@@ -82,9 +71,7 @@ std::string rebuild(const Outcome& o) {
     const std::string_view name = std::string_view(p).substr(0, eq);
     const std::string_view value =
         eq == std::string::npos ? std::string_view() : std::string_view(p).substr(eq + 1);
-    put_length(pairs, name.size());
-    put_length(pairs, value.size());
-    pairs.append(name).append(value);
+    kagi::fcgi::append_name_value(pairs, name, value);
   }
   for (size_t at = 0; at < pairs.size(); at += 65535) {
     kagi::fcgi::append_record(wire, RecordType::kParams, 1,

@@ -306,5 +306,14 @@ TEST(EncodeResponse, StdoutRecordsThenEndRequest) {
   EXPECT_EQ(records.back().content, std::string(8, '\0')) << "app status 0, request complete";
 }
 
+TEST(FcgiEncode, NameValuePairsUseOneOrFourByteLengths) {
+  std::string out;
+  append_name_value(out, "A", std::string(127, 'v'));
+  append_name_value(out, std::string(128, 'n'), "");
+  append_name_value(out, "BIG", std::string(70000, 'x'));
+  EXPECT_EQ(out, pair("A", std::string(127, 'v')) + pair(std::string(128, 'n'), "") +
+                     pair("BIG", std::string(70000, 'x')));
+}
+
 }  // namespace
 }  // namespace kagi::fcgi
