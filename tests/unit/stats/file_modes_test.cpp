@@ -9,7 +9,7 @@
 #include "../support/file_mode.hpp"
 #include "../support/temp_dir.hpp"
 
-namespace kagi::apps::admin {
+namespace kagi::stats {
 namespace {
 
 using test_support::mode_of;
@@ -21,7 +21,7 @@ TEST(HostStatsFileModesTest, StatsDirAndFilesAreOwnerOnly) {
   options.dir = tmp.path() + "/locks";
   auto locks = lock::LockService::create(options);
   RequestStats requests;
-  stats::StatsPublisher publisher(*locks, requests, {std::chrono::milliseconds(60000), {}});
+  StatsPublisher publisher(*locks, requests, {std::chrono::milliseconds(60000), {}});
   requests.record("GET /t", 200, std::chrono::milliseconds(1));
   publisher.publish_now();
 
@@ -39,4 +39,4 @@ TEST(HostStatsFileModesTest, StatsDirAndFilesAreOwnerOnly) {
 }
 
 }  // namespace
-}  // namespace kagi::apps::admin
+}  // namespace kagi::stats
