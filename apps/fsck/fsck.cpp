@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 
+#include <kagi/store/detail/file_io.hpp>
+#include <kagi/store/fs.hpp>
 #include <kagi/util/unique_fd.hpp>
 
 namespace kagi::apps::fsck {
@@ -19,18 +21,6 @@ namespace detail = store::detail;
 
 constexpr int kMaxDepth = 32;
 constexpr std::string_view kBackupMarker = ".bak-";
-
-// Reads all of `fd` into `out`. Returns 0 or an errno value.
-int read_all(int fd, std::string& out) {
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return 0;
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
 
 void scan_file(int dir_fd, const std::string& rel, const char* name, std::vector<LogReport>& logs,
                std::vector<std::string>& errors) {
@@ -46,9 +36,9 @@ void scan_file(int dir_fd, const std::string& rel, const char* name, std::vector
     return;  // not a log (or an empty one): nothing to check
   }
   std::string bytes;
-  const int err = read_all(fd.get(), bytes);
-  if (err != 0) {
-    errors.push_back(rel + ": read: " + std::strerror(err));
+  // The size at this moment: a log that grows meanwhile is scanned as it was (a snapshot).
+  if (const long err = detail::read_from(store::real_fs(), fd.get(), 0, bytes); err != 0) {
+    errors.push_back(rel + ": read: " + std::strerror(static_cast<int>(-err)));
     return;
   }
   LogReport report;

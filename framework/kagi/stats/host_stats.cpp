@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <kagi/lock/live_file.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/store/detail/file_io.hpp>
+#include <kagi/store/fs.hpp>
 #include <kagi/util/unique_fd.hpp>
 
 namespace kagi::stats {
@@ -71,12 +71,8 @@ bool get_histogram(const std::vector<std::string_view>& f, size_t& i, lock::Hist
 }
 
 bool read_file(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
+  const util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd && store::detail::read_from(store::real_fs(), fd.get(), 0, out) == 0;
 }
 
 }  // namespace
