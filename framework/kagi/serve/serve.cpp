@@ -80,14 +80,16 @@ std::unique_ptr<FcgiServer> make_fcgi(App& app, const Config& conf, const FrontE
 }
 
 std::unique_ptr<HttpServer> make_http(App& app, const Config& conf, const FrontEndChoice& choice,
-                                      bool have_fcgi) {
+                                      bool have_fcgi, const std::string& program) {
   if (!choice.http && have_fcgi) return nullptr;
   HttpOptions ho;
   ho.listen = choice.http.value_or(conf.get_string("server.http"));
   ho.threads = static_cast<int>(conf.get_int("server.threads"));
   ho.shutdown_timeout = std::chrono::milliseconds(conf.get_int("server.shutdown_timeout_ms"));
   ho.max_connections = static_cast<size_t>(conf.get_int("server.max_connections"));
-  return std::make_unique<HttpServer>(app, ho);
+  auto server = std::make_unique<HttpServer>(app, ho);
+  util::log_info(program + ": HTTP on http://" + ho.listen + "/");
+  return server;
 }
 
 }  // namespace
@@ -148,11 +150,7 @@ int serve(int argc, char** argv, const std::vector<AppModule>& modules,
       if (module.mount) module.mount(app);
     }
     std::unique_ptr<FcgiServer> fcgi = make_fcgi(app, conf, choice);
-    std::unique_ptr<HttpServer> http = make_http(app, conf, choice, fcgi != nullptr);
-    if (http) {
-      util::log_info(program + ": HTTP on http://" +
-                     choice.http.value_or(conf.get_string("server.http")) + "/");
-    }
+    std::unique_ptr<HttpServer> http = make_http(app, conf, choice, fcgi != nullptr, program);
     if (fcgi) util::log_info(program + ": FastCGI on " + choice.fcgi.value_or("fd 0"));
 
     std::thread watcher([&] {
