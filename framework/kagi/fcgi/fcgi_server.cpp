@@ -36,6 +36,10 @@ using Clock = std::chrono::steady_clock;
 // at this pace), and how long the process stops accepting after it ran out of descriptors.
 constexpr auto kPollTick = std::chrono::milliseconds(200);
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// An out-of-descriptors episode ends only after accepts have worked this long without a new
+// failure: at the limit, a freed descriptor lets one accept through between failures, and
+// ending the episode on that one accept logged two lines per flap.
+constexpr auto kAcceptEpisodeQuiet = std::chrono::seconds(1);
 // Most bytes a worker reads from one connection per readiness event, so that one fast
 // sender does not keep a worker from the others (the event comes again if more is waiting).
 constexpr size_t kReadPerEvent = 256 * 1024;
@@ -154,6 +158,7 @@ class Core : public std::enable_shared_from_this<Core> {
   void on_listen_ready() KAGI_EXCLUDES(mu_);
   void close_idle_without_request() KAGI_EXCLUDES(mu_);
   bool accept_all_locked() KAGI_REQUIRES(mu_);
+  void end_accept_episode_locked(Clock::time_point now) KAGI_REQUIRES(mu_);
   void rearm_listen_locked() KAGI_REQUIRES(mu_);
   // Reads what arrived on `conn`; serves the request once it is complete, else puts the
   // connection back to wait for more.
@@ -197,8 +202,10 @@ class Core : public std::enable_shared_from_this<Core> {
   uint64_t next_id_ KAGI_GUARDED_BY(mu_) = kFirstConnId;
   bool listening_ KAGI_GUARDED_BY(mu_) = false;
   Clock::time_point accept_resume_ KAGI_GUARDED_BY(mu_){};
-  uint64_t accept_failures_ KAGI_GUARDED_BY(mu_) = 0;  // in a row, since the last accept
-  size_t in_flight_ KAGI_GUARDED_BY(mu_) = 0;          // connections being read, served or parked
+  uint64_t accept_failures_ KAGI_GUARDED_BY(mu_) = 0;  // in the open episode (0: none)
+  Clock::time_point last_accept_failure_ KAGI_GUARDED_BY(mu_){};
+  bool accepted_in_episode_ KAGI_GUARDED_BY(mu_) = false;  // since the last failure
+  size_t in_flight_ KAGI_GUARDED_BY(mu_) = 0;  // connections being read, served or parked
   bool stopping_ KAGI_GUARDED_BY(mu_) = false;
   bool quit_workers_ KAGI_GUARDED_BY(mu_) = false;
   int live_workers_ KAGI_GUARDED_BY(mu_) = 0;
@@ -522,6 +529,7 @@ void Core::worker_loop() {
       if (now >= next_sweep_) {
         next_sweep_ = now + kPollTick;
         expired = take_expired_locked(now);
+        end_accept_episode_locked(now);
       }
       if (n == 1 && ev.data.u64 >= kFirstConnId) {
         auto it = idle_.find(ev.data.u64);
@@ -622,6 +630,8 @@ bool Core::accept_all_locked() {
       // Out of descriptors (EMFILE/ENFILE) or similar: leave the socket disarmed for a moment
       // instead of spinning on it; a worker re-arms it after the backoff. Logged once per
       // episode: a line every backoff would fill the disk while the cause lasts.
+      last_accept_failure_ = Clock::now();
+      accepted_in_episode_ = false;
       if (accept_failures_++ == 0) {
         util::log_error(std::string("fcgi: accept on ") + listen_name_ + ": " +
                         std::strerror(errno) + "; pausing accepts, retrying every " +
@@ -632,11 +642,8 @@ bool Core::accept_all_locked() {
       accept_resume_ = Clock::now() + kAcceptBackoff;
       return false;
     }
-    if (accept_failures_ > 0) {
-      util::log_info("fcgi: accepting again on " + listen_name_ + " after " +
-                     std::to_string(accept_failures_) + " failed accept(s)");
-      accept_failures_ = 0;
-    }
+    accepted_in_episode_ = true;
+    end_accept_episode_locked(Clock::now());
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
@@ -649,6 +656,16 @@ bool Core::accept_all_locked() {
     idle_.emplace(id, std::make_unique<Conn>(fd, id, reader_limits_));
     if (!arm(EPOLL_CTL_ADD, fd, id, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)) idle_.erase(id);
   }
+}
+
+// Closes an out-of-descriptors episode once accepts have worked for kAcceptEpisodeQuiet since
+// its last failure (called on each accept and on the workers' tick), with one log line.
+void Core::end_accept_episode_locked(Clock::time_point now) {
+  if (accept_failures_ == 0 || !accepted_in_episode_) return;
+  if (now - last_accept_failure_ < kAcceptEpisodeQuiet) return;
+  util::log_info("fcgi: accepting again on " + listen_name_ + " after " +
+                 std::to_string(accept_failures_) + " failed accept(s)");
+  accept_failures_ = 0;
 }
 
 void Core::on_readable(std::unique_ptr<Conn> conn) {
