@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <kagi/app/lock_conf.hpp>
 #include <kagi/lock/errors.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/serve/command_line.hpp>
@@ -94,9 +95,7 @@ int main(int argc, char** argv) {
   }
 
   // The same lock service and data directory the apps open, from the same conf.
-  kagi::lock::LockOptions lock_options;
-  lock_options.dir = conf.get_string("locks.dir");
-  lock_options.timeout = std::chrono::milliseconds(conf.get_int("locks.timeout_ms"));
+  const kagi::lock::LockOptions lock_options = kagi::lock_options(conf);
   std::unique_ptr<kagi::lock::LockService> locks;
   std::error_code ec;
   kagi::store::DataOptions data_options;
@@ -108,8 +107,8 @@ int main(int argc, char** argv) {
     locks = kagi::lock::LockService::create(lock_options);
     data = kagi::store::DataDir::open(data_options, ec);
   } catch (const std::exception& e) {
-    std::cerr << "kagi-fsck: cannot open locks.dir '" << lock_options.dir << "': " << e.what()
-              << "\n";
+    std::cerr << "kagi-fsck: cannot open the lock service (locks.dir '" << lock_options.dir
+              << "'): " << e.what() << "\n";
     return 2;
   }
   if (!data) {

@@ -6,7 +6,7 @@ JOBS="${KAGI_JOBS:-2}"
 
 # What building kagi and running kagi-demo needs.
 KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libboost-dev libctemplate-dev
-  libtoml11-dev)
+  libtoml11-dev libpq-dev)
 # What scripts/demo needs on top: htpasswd for the demo's admin login.
 KAGI_DEMO_PACKAGES=(apache2-utils)
 # What the tests need on top: test frameworks, sanitizer/fuzzer runtimes, the real servers.
@@ -14,7 +14,7 @@ KAGI_DEMO_PACKAGES=(apache2-utils)
 # with which CPack computes the .deb packages' dependencies (tests/integration/install).
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk libfcgi-dev
-  dpkg-dev doxygen)
+  dpkg-dev doxygen postgresql)
 # What scripts/bench needs on top.
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev)
 

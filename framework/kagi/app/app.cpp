@@ -5,6 +5,7 @@
 
 #include <kagi/app/csrf.hpp>
 #include <kagi/app/http_error.hpp>
+#include <kagi/app/lock_conf.hpp>
 #include <kagi/app/pipeline.hpp>
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
@@ -35,14 +36,14 @@ bool Deferred::client_gone() const { return state_ && state_->out->client_gone()
 
 namespace {
 
-lock::LockOptions lock_options(const Config& conf) {
-  lock::LockOptions options;
-  options.backend = conf.get_string("locks.backend");
-  options.dir = conf.get_string("locks.dir");
-  options.timeout = std::chrono::milliseconds(conf.get_int("locks.timeout_ms"));
-  options.order_check_fail = conf.get_string("locks.order_check") == "fail";
-  options.max_hold = std::chrono::milliseconds(conf.get_int("locks.max_hold_ms"));
-  return options;
+// A lock option the service refuses (a postgres backend without a DSN, say) is a
+// configuration error: said at start, exit code 2.
+std::unique_ptr<lock::LockService> make_lock_service(const Config& conf) {
+  try {
+    return lock::LockService::create(lock_options(conf));
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
 }
 
 std::unique_ptr<store::DataDir> open_data_dir(const Config& conf) {
@@ -107,7 +108,7 @@ App::App(Config conf)
       limits_(Limits::from(conf_)),
       settings_(pipeline::Settings::from(conf_)),
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
-      locks_(lock::LockService::create(lock_options(conf_))),
+      locks_(make_lock_service(conf_)),
       data_(open_data_dir(conf_)),
       views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"),
                                            conf_.get_string("templates.fallback_dir"))),
@@ -211,6 +212,12 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   http::Response response;
   try {
     response = (*match.handler)(request, ctx);
+  } catch (const lock::LockUnavailable& unavailable) {
+    // Logged with its reason where it happened (lock layer); the visitor gets the busy page.
+    response = error_page(503,
+                          "This page is unavailable for a moment: its lock service cannot be "
+                          "reached. Please try again shortly.");
+    response.headers.set("Retry-After", std::to_string(retry_after_s_));
   } catch (const lock::LockBusy& busy) {
     response = error_page(503, "This page is busy right now (" + std::string(busy.name()) +
                                    "). Please try again in a moment.");

@@ -1,6 +1,7 @@
 #include <kagi/config/config.hpp>
 
 #include <charconv>
+#include <functional>
 #include <sstream>
 #include <toml.hpp>
 
@@ -164,6 +165,20 @@ Config Config::load(config::Schema schema, const std::optional<std::string>& fil
   auto declared = [&](std::string_view key) {
     return conf.schema_->has_section(key.substr(0, key.find('.')));
   };
+  // A table inside a section holds dotted keys ([locks.postgres] dsn = ... is the key
+  // locks.postgres.dsn), unless a key of that very name is declared.
+  std::function<void(const std::string&, const toml::value&)> load_table =
+      [&](const std::string& prefix, const toml::value& table) {
+        for (const auto& [name, value] : table.as_table()) {
+          std::string key = prefix + "." + name;
+          if (value.is_table() && !conf.schema_->find(key)) {
+            load_table(key, value);
+            continue;
+          }
+          const KeySpec& spec = conf.spec_or_throw(key);
+          conf.values_[key] = from_toml(spec, value);
+        }
+      };
   if (file) {
     toml::value root;
     try {
@@ -178,11 +193,7 @@ Config Config::load(config::Schema schema, const std::optional<std::string>& fil
                           "' must be a [section], not a value");
       }
       if (skip_other && !conf.schema_->has_section(section)) continue;
-      for (const auto& [name, value] : table.as_table()) {
-        std::string key = section + "." + name;
-        const KeySpec& spec = conf.spec_or_throw(key);
-        conf.values_[key] = from_toml(spec, value);
-      }
+      load_table(section, table);
     }
   }
   for (const auto& assignment : overrides) {

@@ -39,7 +39,8 @@ constexpr std::array kKeys{
             "FastCGI: a request body must arrive within this of the end of its params; "
             "slower → 408"},
     // locks
-    KeySpec{"locks.backend", kString, "local", 0, 0, "local", "lock backend"},
+    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres",
+            "lock backend: local (one host) or postgres (many hosts, advisory locks)"},
     KeySpec{"locks.dir", kString, "var/locks", 0, 0, "",
             "lock files and the status registry (local backend)"},
     KeySpec{"locks.timeout_ms", kInt, "3000", 0, 3600000, "",
@@ -50,6 +51,23 @@ constexpr std::array kKeys{
     KeySpec{"locks.max_hold_ms", kInt, "60000", 0, 86400000, "",
             "a lock held longer is revoked: released for the next request, the holder's "
             "commits refused (0: never)"},
+    KeySpec{"locks.postgres.dsn", kString, "", 0, 0, "",
+            "postgres backend: libpq connection string or URI (required with it)"},
+    KeySpec{"locks.postgres.pool", kInt, "16", 1, 10000, "",
+            "postgres backend: most connections per process (one per request holding locks)"},
+    KeySpec{"locks.postgres.application_name", kString, "", 0, 0, "",
+            "postgres backend: application_name of its connections; empty = "
+            "kagi/<hostname>/<pid> (the admin page reads host and pid from it)"},
+    KeySpec{"locks.postgres.keepalives_idle_s", kInt, "10", 1, 3600, "",
+            "postgres backend: idle seconds before TCP keepalive probes, both ends"},
+    KeySpec{"locks.postgres.keepalives_interval_s", kInt, "3", 1, 600, "",
+            "postgres backend: seconds between keepalive probes"},
+    KeySpec{"locks.postgres.keepalives_count", kInt, "3", 1, 100, "",
+            "postgres backend: unanswered probes before the peer counts as gone (a vanished "
+            "host's locks are free after idle + interval x count seconds)"},
+    KeySpec{"locks.postgres.tcp_user_timeout_ms", kInt, "20000", 0, 3600000, "",
+            "postgres backend: unacknowledged data older than this ends the connection, both "
+            "ends (0: the kernel's default)"},
     // data
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",

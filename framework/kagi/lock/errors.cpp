@@ -29,6 +29,8 @@ class LockCategory : public std::error_category {
       case Errc::kRevoked:
         return "the lock was revoked (held longer than locks.max_hold_ms, or revoked by an "
                "admin); another request may hold it now";
+      case Errc::kUnavailable:
+        return "the lock backend cannot be reached now (retry later; the log says why)";
     }
     return "unknown lock error " + std::to_string(code);
   }
@@ -55,6 +57,16 @@ LockBusy::LockBusy(std::string name, std::chrono::milliseconds waited)
                          std::to_string(waited.count()) + " ms"),
       name_(std::move(name)),
       waited_(waited) {}
+
+LockBusy::LockBusy(std::string name, std::chrono::milliseconds waited, const std::string& message)
+    : std::runtime_error(message), name_(std::move(name)), waited_(waited) {}
+
+LockUnavailable::LockUnavailable(std::string name, std::chrono::milliseconds waited,
+                                 std::string reason)
+    : LockBusy(name, waited,
+               "lock '" + name + "' is unavailable after " + std::to_string(waited.count()) +
+                   " ms: " + reason),
+      reason_(std::move(reason)) {}
 
 LockNameError::LockNameError(std::string name, const std::string& reason)
     : std::invalid_argument("invalid lock name '" + printable(name) + "': " + reason +

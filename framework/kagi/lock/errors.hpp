@@ -6,6 +6,8 @@
 // turn them into the exceptions below, which carry the same code plus what to tell the user:
 //
 //   LockBusy       a wait hit its deadline → the pipeline answers 503 + Retry-After
+//   LockUnavailable  (a LockBusy) the backend cannot be reached (database down, pool
+//                  exhausted, bad credentials) → 503 + Retry-After, the reason logged
 //   LockNameError  a name failed validation → 500 and a log line (a bug in the app)
 //   LockOrderError taken out of canonical order with order_check = "fail", or a name this
 //                  request already holds → 500 (a bug in the app)
@@ -30,6 +32,7 @@ enum class Errc {
   kAlreadyHeld,     // this request already holds the name: taking it again would self-deadlock
   kNameCollision,   // two names hashed to one lock file (detected through the stored name)
   kRevoked,         // the lock was taken away: held past locks.max_hold_ms, or from the admin page
+  kUnavailable,     // the backend cannot be reached now (server down, connections used up)
 };
 
 const std::error_category& lock_category();
@@ -41,9 +44,23 @@ class LockBusy : public std::runtime_error {
   const std::string& name() const { return name_; }
   std::chrono::milliseconds waited() const { return waited_; }
 
+ protected:
+  LockBusy(std::string name, std::chrono::milliseconds waited, const std::string& message);
+
  private:
   std::string name_;
   std::chrono::milliseconds waited_;
+};
+
+// The backend could not be reached (e.g. PostgreSQL down): a LockBusy, so whatever answers a
+// busy lock with 503 answers this too; reason() says what failed, for the log.
+class LockUnavailable : public LockBusy {
+ public:
+  LockUnavailable(std::string name, std::chrono::milliseconds waited, std::string reason);
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
 };
 
 class LockNameError : public std::invalid_argument {

@@ -65,6 +65,39 @@ std::error_code LockContext::check_order(std::string_view name, std::string* why
   return {};
 }
 
+detail::HeldLockPtr LockContext::new_record(std::string_view name, Mode mode) {
+  auto held = detail::make_held_lock();
+  // A recycled record: every field is set here.
+  held->owner = nullptr;
+  held->name.assign(name);
+  held->mode = mode;
+  held->epoch = 0;
+  held->handle = nullptr;
+  held->slot = -1;
+  held->stats = &core_.stats.for_name(name);
+  held->revoked.store(false, std::memory_order_relaxed);
+  return held;
+}
+
+void LockContext::grant(detail::HeldLock& held, Clock::time_point started, bool contended) {
+  held.acquired = contended ? Clock::now() : started;
+  PrefixStats& stats = *held.stats;
+  stats.acquisitions.fetch_add(1, std::memory_order_relaxed);
+  if (contended) stats.contended.fetch_add(1, std::memory_order_relaxed);
+  stats.wait.record(held.acquired - started);
+  if (Registry* registry = core_.registry.get()) {
+    if (held.slot >= 0) {
+      registry->mark_held(held.slot, held.acquired);
+    } else {
+      held.slot =
+          registry->publish(who_, held.name, held.mode, held.acquired, Registry::State::kHeld);
+    }
+  }
+  held.owner = this;
+  util::MutexLock lock(mu_);  // from here on the watchdog may revoke it
+  held_.push_back(&held);     // room was reserved by check_order: cannot throw
+}
+
 std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
                                          Clock::time_point started, Clock::time_point deadline,
                                          bool try_only, detail::HeldLockPtr& out,
@@ -72,22 +105,16 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
   try {
     if (auto ec = validate_name(name, why)) return ec;
     if (auto ec = check_order(name, why)) return ec;  // may throw bad_alloc: caught below
-    auto held = detail::make_held_lock();
-    // A recycled record: every field is set here.
-    held->owner = nullptr;
-    held->name.assign(name);
-    held->mode = mode;
-    held->epoch = 0;
-    held->handle = nullptr;
-    held->slot = -1;
-    held->stats = &core_.stats.for_name(name);
-    held->revoked.store(false, std::memory_order_relaxed);
+    auto held = new_record(name, mode);
     Registry* registry = core_.registry.get();
 
     // The common case first: a free name is granted without waiting, so nothing is published
     // as "waiting" and no second clock read is needed (its wait is recorded as zero).
     bool contended = false;
-    std::error_code ec = session_->try_acquire(name, mode, held->epoch, held->handle);
+    // A try still waits for a lock server's answer: bounded by the default timeout.
+    std::error_code ec =
+        session_->try_acquire(name, mode, try_only ? started + core_.options.timeout : deadline,
+                              held->epoch, held->handle);
     if (ec == Errc::kTimeout && !try_only) {
       contended = true;
       if (registry) held->slot = registry->publish(who_, name, mode, started);
@@ -96,25 +123,10 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
     if (ec) {
       if (registry) registry->clear(held->slot);
       if (ec == Errc::kTimeout && !try_only) record_timeout(*held, started);
+      if (why && why->empty()) *why = session_->last_error();
       return ec;
     }
-    held->acquired = contended ? Clock::now() : started;
-    PrefixStats& stats = *held->stats;
-    stats.acquisitions.fetch_add(1, std::memory_order_relaxed);
-    if (contended) stats.contended.fetch_add(1, std::memory_order_relaxed);
-    stats.wait.record(held->acquired - started);
-    if (registry) {
-      if (contended) {
-        registry->mark_held(held->slot, held->acquired);
-      } else {
-        held->slot = registry->publish(who_, name, mode, held->acquired, Registry::State::kHeld);
-      }
-    }
-    held->owner = this;
-    {
-      util::MutexLock lock(mu_);  // from here on the watchdog may revoke it
-      held_.push_back(held.get());
-    }
+    grant(*held, started, contended);
     out = std::move(held);
     return {};
   } catch (const std::bad_alloc&) {
@@ -216,12 +228,20 @@ void LockContext::raise(std::error_code ec, std::string_view name, Clock::time_p
               " ms (request " + who_.request_id + " " + who_.method + " " + who_.path + ")");
     throw LockBusy(n, waited);
   }
+  if (ec == Errc::kUnavailable) {
+    auto waited = std::chrono::duration_cast<ms>(Clock::now() - started);
+    const std::string reason = why.empty() ? ec.message() : why;
+    log_event("unavailable: '" + n + "' after " + std::to_string(waited.count()) + " ms: " +
+              reason + " (request " + who_.request_id + " " + who_.method + " " + who_.path + ")");
+    throw LockUnavailable(n, waited, reason);
+  }
   if (ec == Errc::kInvalidName) throw LockNameError(n, why);
   if (ec == Errc::kOrderViolation || ec == Errc::kAlreadyHeld) {
     throw LockOrderError(ec, "lock '" + n + "': " + (why.empty() ? ec.message() : why));
   }
-  throw LockError(ec, "lock '" + n + "' (" + core_.backend->kind().data() + " backend, dir " +
-                          core_.options.dir + "): " + ec.message());
+  throw LockError(ec, "lock '" + n + "' (" + std::string(core_.backend->kind()) + " backend, dir " +
+                          core_.options.dir + "): " + ec.message() +
+                          (why.empty() ? std::string() : ": " + why));
 }
 
 detail::HeldLockPtr LockContext::take(std::string_view name, Mode mode, std::optional<ms> timeout) {
@@ -283,6 +303,10 @@ void LockContext::acquire_set(std::span<const SetItem> items, std::optional<ms> 
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return items[a].name < items[b].name; });
+  if (items.size() > 1 && session_->takes_sets_at_once()) {
+    acquire_set_at_once(items, order, started, deadline, held);
+    return;
+  }
   for (size_t k = 0; k < order.size(); ++k) {
     const SetItem& item = items[order[k]];
     if (item.name.empty()) continue;
@@ -301,6 +325,57 @@ void LockContext::acquire_set(std::span<const SetItem> items, std::optional<ms> 
       }
       raise(ec, item.name, started, why);
     }
+  }
+}
+
+void LockContext::acquire_set_at_once(std::span<const SetItem> items, std::span<const size_t> order,
+                                      Clock::time_point started, Clock::time_point deadline,
+                                      std::span<detail::HeldLockPtr> held) {
+  {
+    util::MutexLock lock(mu_);  // room for the whole set: nothing throws once it is taken
+    held_.reserve(held_.size() + items.size());
+  }
+  std::vector<SetEntry> entries;
+  std::vector<detail::HeldLock*> records;  // entries[i] is records[i]
+  std::string label;                       // the names, for the busy page and the log
+  for (size_t k = 0; k < order.size(); ++k) {
+    const SetItem& item = items[order[k]];
+    if (item.name.empty()) continue;
+    std::error_code ec;
+    std::string why;
+    if (k > 0 && items[order[k - 1]].name == item.name) {
+      ec = make_error_code(Errc::kAlreadyHeld);
+      why = "'" + std::string(item.name) + "' is listed twice in one set";
+    } else if (!(ec = validate_name(item.name, &why))) {
+      ec = check_order(item.name, &why);
+    }
+    if (ec) {
+      for (detail::HeldLockPtr& h : held) h.reset();  // nothing is held yet
+      raise(ec, item.name, started, why);
+    }
+    held[order[k]] = new_record(item.name, item.mode);
+    records.push_back(held[order[k]].get());
+    entries.push_back({.name = item.name, .mode = item.mode});
+    label += (label.empty() ? "" : ", ") + std::string(item.name);
+  }
+  Registry* registry = core_.registry.get();
+  // Published as waiting, then as held once the backend answers (one answer for the set).
+  if (registry) {
+    for (detail::HeldLock* r : records)
+      r->slot = registry->publish(who_, r->name, r->mode, started);
+  }
+  if (std::error_code ec = session_->acquire_set(entries, deadline)) {
+    for (detail::HeldLock* r : records) {
+      if (registry) registry->clear(r->slot);
+      if (ec == Errc::kTimeout) record_timeout(*r, started);
+    }
+    for (detail::HeldLockPtr& h : held) h.reset();
+    raise(ec, label, started, session_->last_error());
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i]->epoch = entries[i].epoch;
+    records[i]->handle = entries[i].handle;
+    grant(*records[i], started, entries[i].contended);
   }
 }
 
@@ -346,6 +421,7 @@ size_t LockContext::end_request() {
               who_.path + "; released. Keep guards in the handler's scope.");
     release(*held);
   }
+  session_->end_request();
   return leaks;
 }
 

@@ -168,6 +168,14 @@ class LockContext final : private detail::LockOwner {
     return std::tuple<Gs...>(Gs(std::move(held[I]))...);
   }
 
+  // A set in one step of the backend (Session::takes_sets_at_once): `order` is canonical.
+  void acquire_set_at_once(std::span<const SetItem> items, std::span<const size_t> order,
+                           Clock::time_point started, Clock::time_point deadline,
+                           std::span<detail::HeldLockPtr> held);
+  // A fresh record for a name about to be taken (validated and order-checked already).
+  detail::HeldLockPtr new_record(std::string_view name, Mode mode);
+  // The backend granted `held`: counts it, publishes it as held, lists it in held_.
+  void grant(detail::HeldLock& held, Clock::time_point started, bool contended) KAGI_EXCLUDES(mu_);
   // The single calls: take() waits and throws on failure; try_take() returns null if the
   // name is busy and throws on any other failure.
   detail::HeldLockPtr take(std::string_view name, Mode mode, std::optional<ms> timeout);

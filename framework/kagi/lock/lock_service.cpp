@@ -9,10 +9,6 @@
 namespace kagi::lock {
 
 std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
-  if (options.backend != "local") {
-    throw std::invalid_argument("locks.backend = '" + options.backend +
-                                "' is not available in this build; use \"local\"");
-  }
   if (options.timeout.count() <= 0) {
     throw std::invalid_argument("locks.timeout_ms must be positive (got " +
                                 std::to_string(options.timeout.count()) + ")");

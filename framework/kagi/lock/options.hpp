@@ -5,17 +5,29 @@
 #include <cstddef>
 #include <string>
 
+#include <kagi/pg/options.hpp>
+
 namespace kagi::lock {
 
 struct LockOptions {
-  std::string backend = "local";            // locks.backend (only "local" so far)
-  std::string dir = "var/locks";            // locks.dir (created if missing)
+  std::string backend = "local";  // locks.backend: "local" | "postgres"
+  // locks.dir (created if missing): the local backend's lock files, and with every backend
+  // this host's status registry and stats files.
+  std::string dir = "var/locks";
   std::chrono::milliseconds timeout{3000};  // locks.timeout_ms: default bound on every wait
   bool order_check_fail = false;            // locks.order_check: "report" (false) | "fail"
   // locks.max_hold_ms: a lock held longer is revoked (released for the next waiter; its guard
   // is fenced, so a later commit through it is refused). 0: never. The conf default is 60000;
   // a bare LockOptions (tests, tools) has none.
   std::chrono::milliseconds max_hold{0};
+
+  // The postgres backend (locks.postgres.*): where to connect and the dead-peer bounds
+  // (pg/options.hpp), and the most connections a process opens.
+  pg::ConnectOptions postgres;
+  size_t postgres_pool = 16;
+  // How long after a wait's deadline the postgres backend still waits for the server's answer
+  // before it gives the connection up (the server ends the wait itself at the deadline).
+  std::chrono::milliseconds postgres_grace{250};
 
   // Tuning (no conf keys yet; the defaults are what the benchmarks were run with).
   size_t max_idle_fds = 1024;    // lock file descriptors kept open for names not in use

@@ -60,6 +60,29 @@ TEST(Config, DefaultsCoverEveryFrameworkKey) {
 }
 
 // The framework knows no app: its schema has only its own sections.
+// locks.postgres.dsn may be written as a table of its own or as a dotted key; a key under a
+// table that is not declared is refused with its full name.
+TEST(Config, ATableInsideASectionHoldsDottedKeys) {
+  const std::string table = write_temp(
+      "[locks]\nbackend = \"postgres\"\n[locks.postgres]\ndsn = \"host=db1\"\npool = 4\n");
+  const Config a = Config::load(table, {});
+  EXPECT_EQ(a.get_string("locks.postgres.dsn"), "host=db1");
+  EXPECT_EQ(a.get_int("locks.postgres.pool"), 4);
+  const std::string dotted = write_temp("[locks]\npostgres.dsn = \"host=db2\"\n");
+  EXPECT_EQ(Config::load(dotted, {}).get_string("locks.postgres.dsn"), "host=db2");
+  EXPECT_EQ(
+      Config::load(std::nullopt, {"locks.postgres.dsn=host=db3"}).get_string("locks.postgres.dsn"),
+      "host=db3");
+  const std::string typo = write_temp("[locks.postgres]\ndns = \"host=db1\"\n");
+  try {
+    Config::load(typo, {});
+    ADD_FAILURE() << "a typo under [locks.postgres] was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("locks.postgres.dns"), std::string::npos) << e.what();
+  }
+  for (const auto& f : {table, dotted, typo}) std::remove(f.c_str());
+}
+
 TEST(Config, TheFrameworkSchemaNamesNoAppKey) {
   const std::set<std::string> framework_sections{"server",    "limits", "locks",   "data",
                                                  "templates", "log",    "security"};

@@ -1,5 +1,5 @@
-// lock/detail/backend.hpp — the interface every lock backend implements (local now; dir, postgres
-// and lockd later), and the factory for the local one.
+// lock/detail/backend.hpp — the interface every lock backend implements (local and postgres
+// now; dir and lockd later), and the factories.
 //
 // A Backend lives as long as its LockService. It opens one Session per LockContext: remote
 // backends put one connection behind a session, so one request's locks share one connection
@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -22,6 +24,15 @@
 #include <kagi/lock/options.hpp>
 
 namespace kagi::lock {
+
+// One name of a set handed to Session::acquire_set: the name and mode in, the grant out.
+struct SetEntry {
+  std::string_view name;
+  Mode mode = Mode::kShared;
+  uint64_t epoch = 0;
+  void* handle = nullptr;
+  bool contended = false;  // had to wait
+};
 
 class Session {
  public:
@@ -34,9 +45,10 @@ class Session {
   // if the backend failed.
   virtual std::error_code acquire(std::string_view name, Mode mode, Clock::time_point deadline,
                                   uint64_t& epoch, void*& handle, bool* contended) = 0;
-  // Like acquire but never waits (Errc::kTimeout if not available now).
-  virtual std::error_code try_acquire(std::string_view name, Mode mode, uint64_t& epoch,
-                                      void*& handle) = 0;
+  // Like acquire but never waits for the lock (Errc::kTimeout if it is not available now). A
+  // backend that has to ask a server waits for the answer no longer than `deadline`.
+  virtual std::error_code try_acquire(std::string_view name, Mode mode, Clock::time_point deadline,
+                                      uint64_t& epoch, void*& handle) = 0;
   // Also called by the service's watchdog thread to revoke a lock (lock_service.hpp), while
   // the session's request thread may be using the session for other names: it must be safe
   // for that. The request never releases a revoked handle again.
@@ -44,6 +56,19 @@ class Session {
   // Empty if the lock behind `handle` is still granted with `epoch`; Errc::kFenceLost if not.
   virtual std::error_code verify(std::string_view name, uint64_t epoch,
                                  void* handle) const noexcept = 0;
+
+  // True if acquire_set takes a whole set in one step (one round trip to a server): the
+  // LockContext then hands it sets instead of taking their names one by one.
+  virtual bool takes_sets_at_once() const { return false; }
+  // Takes every entry (validated, distinct, in canonical order) before `deadline`, all or
+  // nothing: on failure none of them is held. Only called if takes_sets_at_once().
+  virtual std::error_code acquire_set(std::span<SetEntry> entries, Clock::time_point deadline);
+  // The request ended and nothing is held any more: a remote backend gives its connection
+  // back to the pool here.
+  virtual void end_request() noexcept {}
+  // More about the last failure than its error code (e.g. "connection refused"), for the log
+  // line and the LockUnavailable it becomes. Empty if there is nothing to add.
+  virtual std::string last_error() const { return {}; }
 };
 
 class Backend {
@@ -58,5 +83,13 @@ class Backend {
 // The `local` backend: the in-process LockTable in front of OFD locks on files under
 // `options.dir` (which must exist).
 std::unique_ptr<Backend> make_local_backend(const LockOptions& options);
+
+// The `postgres` backend: session advisory locks on pooled connections
+// (lock/detail/postgres_backend.cpp). Throws std::invalid_argument if the DSN does not parse;
+// connects to nothing until a request takes a lock.
+std::unique_ptr<Backend> make_postgres_backend(const LockOptions& options);
+
+// The backend `options.backend` names.
+std::unique_ptr<Backend> make_backend(const LockOptions& options);
 
 }  // namespace kagi::lock

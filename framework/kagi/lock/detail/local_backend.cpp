@@ -28,7 +28,7 @@ class LocalSession : public Session {
     handle = grant.entry;
     return {};
   }
-  std::error_code try_acquire(std::string_view name, Mode mode, uint64_t& epoch,
+  std::error_code try_acquire(std::string_view name, Mode mode, Clock::time_point, uint64_t& epoch,
                               void*& handle) override {
     LockTable::Grant grant;
     if (auto ec = table_.try_acquire(name, mode, grant)) return ec;

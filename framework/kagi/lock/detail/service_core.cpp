@@ -21,7 +21,7 @@ std::unique_ptr<Registry> make_registry(const LockOptions& options) {
 }  // namespace
 
 ServiceCore::ServiceCore(const LockOptions& options)
-    : options(options), registry(make_registry(options)), backend(make_local_backend(options)) {}
+    : options(options), registry(make_registry(options)), backend(make_backend(options)) {}
 
 void ServiceCore::add(LockOwner* owner) {
   util::MutexLock lock(mu_);

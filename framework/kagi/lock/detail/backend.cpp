@@ -1,0 +1,45 @@
+#include <kagi/lock/detail/backend.hpp>
+
+#include <stdexcept>
+
+#include <kagi/lock/errors.hpp>
+#include <kagi/pg/options.hpp>
+
+namespace kagi::lock {
+
+std::error_code Session::acquire_set(std::span<SetEntry> entries, Clock::time_point deadline) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    SetEntry& e = entries[i];
+    std::error_code ec = try_acquire(e.name, e.mode, deadline, e.epoch, e.handle);
+    e.contended = ec == Errc::kTimeout;
+    if (e.contended) ec = acquire(e.name, e.mode, deadline, e.epoch, e.handle, nullptr);
+    if (ec) {
+      while (i-- > 0) release(entries[i].name, entries[i].mode, entries[i].handle);
+      return ec;
+    }
+  }
+  return {};
+}
+
+std::unique_ptr<Backend> make_backend(const LockOptions& options) {
+  if (options.backend == "local") return make_local_backend(options);
+  if (options.backend == "postgres") {
+    if (options.postgres.dsn.empty()) {
+      throw std::invalid_argument(
+          "locks.backend = \"postgres\" needs locks.postgres.dsn: a libpq connection string "
+          "such as \"host=db1 dbname=site user=kagi\" (see docs/DEPLOY.md)");
+    }
+    std::string why;
+    if (pg::check_dsn(options.postgres.dsn, &why)) {
+      throw std::invalid_argument("locks.postgres.dsn does not parse: " + why);
+    }
+    if (options.postgres_pool == 0) {
+      throw std::invalid_argument("locks.postgres.pool must be at least 1");
+    }
+    return make_postgres_backend(options);
+  }
+  throw std::invalid_argument("locks.backend = '" + options.backend +
+                              "' is not a lock backend; use \"local\" or \"postgres\"");
+}
+
+}  // namespace kagi::lock

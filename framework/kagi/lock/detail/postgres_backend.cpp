@@ -1,0 +1,554 @@
+// The `postgres` backend: PostgreSQL session advisory locks, one pooled connection per lock
+// context (docs/LOCKING.md, "The postgres backend").
+//
+// A context's first lock takes a connection from the process's pool and keeps it until the
+// request ends; every lock of the request is a session advisory lock on it, so the server
+// releases all of them the moment that connection ends (process killed, host gone, network
+// cut: see pg/options.hpp for the keepalive bounds). A name becomes a 64-bit key (the first 8
+// bytes of SHA-256 of the name); each process registers the names it uses in the table
+// kagi_lock_names (key → name), which refuses a second name on a key (a collision, refused
+// like the local backend refuses two names on one lock file) and lets the admin page show
+// names for other hosts' locks.
+//
+// Waits run in the server: `SET lock_timeout` to the time left, then pg_advisory_lock; the
+// server ends the wait at the deadline with SQLSTATE 55P03 (and a deadlock with 40P01 after
+// deadlock_timeout), both a timeout here. The client waits for the answer until the deadline
+// plus LockOptions::postgres_grace, then gives the connection up.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <kagi/lock/detail/backend.hpp>
+#include <kagi/lock/detail/log.hpp>
+#include <kagi/lock/detail/postgres_keys.hpp>
+#include <kagi/lock/errors.hpp>
+#include <kagi/pg/errors.hpp>
+#include <kagi/pg/pool.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
+
+namespace kagi::lock {
+namespace {
+
+using pg::Clock;
+
+constexpr std::string_view kLockTimeout = "55P03";  // lock_not_available
+constexpr std::string_view kDeadlock = "40P01";     // deadlock_detected
+
+// Names this process registered in kagi_lock_names. Bounded: when full it starts over (a
+// name registered twice costs one more INSERT that does nothing).
+class RegisteredNames {
+ public:
+  static constexpr size_t kMax = 65536;
+  bool contains(std::string_view name) const KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
+    return names_.count(std::string(name)) != 0;
+  }
+  void add(std::string_view name) KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
+    if (names_.size() >= kMax) names_.clear();
+    names_.emplace(name);
+  }
+  void forget_all() KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
+    names_.clear();
+  }
+
+ private:
+  mutable util::Mutex mu_;
+  std::unordered_set<std::string> names_ KAGI_GUARDED_BY(mu_);
+};
+
+class PostgresBackend;
+
+class PostgresSession : public Session {
+ public:
+  PostgresSession(PostgresBackend& backend, const HolderInfo& who);
+  ~PostgresSession() override { end_request(); }
+
+  std::error_code acquire(std::string_view name, Mode mode, Clock::time_point deadline,
+                          uint64_t& epoch, void*& handle, bool* contended) override;
+  std::error_code try_acquire(std::string_view name, Mode mode, Clock::time_point deadline,
+                              uint64_t& epoch, void*& handle) override;
+  void release(std::string_view name, Mode mode, void* handle) noexcept override;
+  std::error_code verify(std::string_view name, uint64_t epoch,
+                         void* handle) const noexcept override;
+  bool takes_sets_at_once() const override { return true; }
+  std::error_code acquire_set(std::span<SetEntry> entries, Clock::time_point deadline) override;
+  void end_request() noexcept override;
+  std::string last_error() const override;
+
+ private:
+  // A release the watchdog asked for while the request's thread was using the connection.
+  struct PendingRelease {
+    int64_t key;
+    Mode mode;
+    uint64_t generation;
+  };
+
+  // Makes sure a connection is pinned (taken from the pool on first use).
+  std::error_code pin(Clock::time_point deadline) KAGI_REQUIRES(mu_);
+  // Runs `sql_` (after the request comment) on the pinned connection. A broken connection is
+  // dropped here: every lock on it is gone (the server released them when it ended).
+  std::error_code run(Clock::time_point deadline) const KAGI_REQUIRES(mu_);
+  // Registers `names` in kagi_lock_names if this process has not yet; kNameCollision if one
+  // of them is taken by another name.
+  std::error_code register_names(std::span<const std::string_view> names,
+                                 Clock::time_point deadline) KAGI_REQUIRES(mu_);
+  std::error_code take(std::string_view name, Mode mode, bool wait, Clock::time_point deadline,
+                       uint64_t& epoch, void*& handle) KAGI_REQUIRES(mu_);
+  void unlock(int64_t key, Mode mode, uint64_t generation) const noexcept KAGI_REQUIRES(mu_);
+  void drain_pending() const noexcept KAGI_REQUIRES(mu_) KAGI_EXCLUDES(pending_mu_);
+  void drop_connection() const noexcept KAGI_REQUIRES(mu_);
+  std::error_code failed(std::error_code ec, std::string why) const KAGI_REQUIRES(mu_);
+  // "SET lock_timeout = <ms left>; " or kTimeout if no time is left.
+  std::error_code begin_wait(Clock::time_point deadline) const KAGI_REQUIRES(mu_);
+
+  PostgresBackend& backend_;
+  const std::string comment_;  // "/*kagi <request id> <method> <path>*/ ": pg_stat_activity
+  // The request's thread uses the connection under mu_; the watchdog only tries it (release).
+  mutable util::Mutex mu_;
+  mutable std::unique_ptr<pg::Connection> conn_ KAGI_GUARDED_BY(mu_);
+  // Counts the connections this session pinned: a handle is the generation it was granted
+  // on, so a lock granted on a connection that has since broken is known lost.
+  mutable uint64_t generation_ KAGI_GUARDED_BY(mu_) = 0;
+  mutable size_t held_ KAGI_GUARDED_BY(mu_) = 0;  // locks held on conn_
+  mutable std::string sql_ KAGI_GUARDED_BY(mu_);
+  mutable pg::Reply reply_ KAGI_GUARDED_BY(mu_);
+  mutable std::string last_error_ KAGI_GUARDED_BY(mu_);
+  mutable util::Mutex pending_mu_;
+  mutable std::vector<PendingRelease> pending_ KAGI_GUARDED_BY(pending_mu_);
+};
+
+class PostgresBackend : public Backend {
+ public:
+  explicit PostgresBackend(const LockOptions& options)
+      : options_(options), pool_(pool_options(options)) {}
+
+  std::string_view kind() const override { return "postgres"; }
+  std::unique_ptr<Session> open_session(const HolderInfo& who) override {
+    return std::make_unique<PostgresSession>(*this, who);
+  }
+  size_t active_names() const override { return active_.load(std::memory_order_relaxed); }
+
+  const LockOptions& options() const { return options_; }
+  pg::Pool& pool() { return pool_; }
+  RegisteredNames& registered() { return registered_; }
+  bool names_table() const { return names_table_.load(std::memory_order_relaxed); }
+  // The table cannot be made or written (no privilege): go on without it, said once.
+  void lose_names_table(const std::string& why) {
+    if (names_table_.exchange(false)) {
+      log_event("postgres locks: table kagi_lock_names is not usable (" + why +
+                "); lock names of other hosts will not be shown and name collisions are "
+                "checked within each process only. Create it as the site's database owner: "
+                "CREATE UNLOGGED TABLE kagi_lock_names (key bigint PRIMARY KEY, name text NOT "
+                "NULL); GRANT SELECT, INSERT ON kagi_lock_names TO <kagi's role>;");
+    }
+  }
+  uint64_t next_epoch() { return epoch_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  void count_active(ptrdiff_t delta) {
+    active_.fetch_add(static_cast<size_t>(delta), std::memory_order_relaxed);
+  }
+
+ private:
+  pg::PoolOptions pool_options(const LockOptions& options) {
+    pg::PoolOptions p;
+    p.connect = options.postgres;
+    p.max = options.postgres_pool;
+    p.on_connect = [this](pg::Connection& conn, Clock::time_point deadline) {
+      prepare(conn, deadline);
+    };
+    return p;
+  }
+  // On each new connection, while the table is not known to exist: create it (serialised
+  // between processes by a transaction lock, as CREATE ... IF NOT EXISTS alone can race).
+  // A new connection may also follow a server restart, which empties an unlogged table, so
+  // the names this process registered are registered again.
+  void prepare(pg::Connection& conn, Clock::time_point deadline) {
+    registered_.forget_all();
+    if (!names_table() || table_ready_.load(std::memory_order_relaxed)) return;
+    pg::Reply reply;
+    std::string why;
+    const std::error_code ec = conn.exec(
+        "SELECT pg_advisory_xact_lock(1801545577, 1); "
+        "CREATE UNLOGGED TABLE IF NOT EXISTS kagi_lock_names "
+        "(key bigint PRIMARY KEY, name text NOT NULL)",
+        deadline, reply, &why);
+    if (!ec) {
+      table_ready_.store(true, std::memory_order_relaxed);
+    } else if (ec == pg::Errc::kQuery) {
+      lose_names_table(why);
+    }
+  }
+
+  const LockOptions options_;
+  pg::Pool pool_;
+  RegisteredNames registered_;
+  std::atomic<bool> names_table_{true};
+  std::atomic<bool> table_ready_{false};
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<size_t> active_{0};  // held + waited for in this process
+};
+
+// Keeps [A-Za-z0-9/._~-] of `text` and writes the rest as %XX: no '*' can close the comment
+// it goes into, and nothing the client sent can reach SQL.
+void append_commented(std::string& out, std::string_view text, size_t max) {
+  static const char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : text.substr(0, max)) {
+    if (std::isalnum(c) || std::strchr("/._~-", c)) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+}
+
+std::string make_comment(const HolderInfo& who) {
+  std::string out = "/*kagi ";
+  append_commented(out, who.request_id, 40);
+  out += ' ';
+  append_commented(out, who.method, 16);
+  out += ' ';
+  append_commented(out, who.path, 160);
+  out += "*/ ";
+  return out;
+}
+
+std::string_view lock_function(Mode mode, bool wait) {
+  if (wait) return mode == Mode::kShared ? "pg_advisory_lock_shared" : "pg_advisory_lock";
+  return mode == Mode::kShared ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock";
+}
+
+std::string_view unlock_function(Mode mode) {
+  return mode == Mode::kShared ? "pg_advisory_unlock_shared" : "pg_advisory_unlock";
+}
+
+void* handle_of(uint64_t generation) { return reinterpret_cast<void*>(generation); }
+uint64_t generation_of(void* handle) { return reinterpret_cast<uint64_t>(handle); }
+
+PostgresSession::PostgresSession(PostgresBackend& backend, const HolderInfo& who)
+    : backend_(backend), comment_(make_comment(who)) {}
+
+std::error_code PostgresSession::failed(std::error_code ec, std::string why) const {
+  last_error_ = std::move(why);
+  return ec;
+}
+
+void PostgresSession::drop_connection() const noexcept {
+  if (!conn_) return;
+  backend_.count_active(-static_cast<ptrdiff_t>(held_));
+  held_ = 0;
+  backend_.pool().give_back(nullptr);
+  conn_.reset();
+}
+
+std::error_code PostgresSession::pin(Clock::time_point deadline) {
+  if (conn_ && !conn_->broken()) return {};
+  drop_connection();
+  std::error_code ec;
+  std::string why;
+  conn_ = backend_.pool().take(deadline, ec, &why);
+  if (!conn_) return failed(make_error_code(Errc::kUnavailable), why);
+  ++generation_;
+  return {};
+}
+
+std::error_code PostgresSession::run(Clock::time_point deadline) const {
+  std::string why;
+  const std::error_code ec = conn_->exec(sql_, deadline, reply_, &why);
+  if (!ec) return {};
+  if (ec == pg::Errc::kQuery) {
+    last_error_ = std::move(why);
+    return ec;  // the caller reads reply_.sqlstate()
+  }
+  drop_connection();
+  return failed(make_error_code(Errc::kUnavailable), why);
+}
+
+std::error_code PostgresSession::begin_wait(Clock::time_point deadline) const {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) return make_error_code(Errc::kTimeout);
+  sql_ = comment_;
+  sql_ += "SET lock_timeout = ";
+  sql_ += std::to_string(left.count());
+  sql_ += "; ";
+  return {};
+}
+
+std::error_code PostgresSession::register_names(std::span<const std::string_view> names,
+                                                Clock::time_point deadline) {
+  if (!backend_.names_table()) return {};
+  std::vector<std::string_view> fresh;
+  for (std::string_view name : names) {
+    if (!backend_.registered().contains(name)) fresh.push_back(name);
+  }
+  if (fresh.empty()) return {};
+  // Two names of one request on one key: a collision this process can see by itself.
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    for (size_t j = i + 1; j < fresh.size(); ++j) {
+      if (postgres_key(fresh[i]) == postgres_key(fresh[j])) {
+        return failed(make_error_code(Errc::kNameCollision),
+                      "'" + std::string(fresh[i]) + "' and '" + std::string(fresh[j]) +
+                          "' have the same advisory lock key");
+      }
+    }
+  }
+  // Lock names are validated ([a-z0-9_.-/]), so they are safe as literals; quoted all the same.
+  std::string values, keys, quoted;
+  for (std::string_view name : fresh) {
+    const std::string key = std::to_string(postgres_key(name));
+    const std::string literal = pg::quote_literal(name);
+    values += (values.empty() ? "(" : ", (") + key + ", " + literal + ")";
+    keys += (keys.empty() ? "" : ", ") + key;
+    quoted += (quoted.empty() ? "" : ", ") + literal;
+  }
+  sql_ = comment_;
+  sql_ += "INSERT INTO kagi_lock_names (key, name) VALUES " + values +
+          " ON CONFLICT (key) DO NOTHING; SELECT key, name FROM kagi_lock_names WHERE key IN (" +
+          keys + ") AND name NOT IN (" + quoted + ")";
+  if (auto ec = run(deadline)) {
+    if (ec != pg::Errc::kQuery) return ec;
+    backend_.lose_names_table(last_error_);  // no table, no privilege: go on without it
+    return {};
+  }
+  if (reply_.size() == 1 && reply_[0].rows() > 0) {
+    const std::string key(reply_[0].get(0, 0));
+    const std::string other(reply_[0].get(0, 1));
+    for (std::string_view name : fresh) {
+      if (std::to_string(postgres_key(name)) == key) {
+        return failed(make_error_code(Errc::kNameCollision),
+                      "'" + std::string(name) + "' has the advisory lock key of '" + other +
+                          "' (registered in kagi_lock_names); rename one of them");
+      }
+    }
+  }
+  for (std::string_view name : fresh) backend_.registered().add(name);
+  return {};
+}
+
+std::error_code PostgresSession::take(std::string_view name, Mode mode, bool wait,
+                                      Clock::time_point deadline, uint64_t& epoch, void*& handle) {
+  drain_pending();
+  // A connection taken from the pool may have died while idle in a way only a statement
+  // shows: one retry on a fresh one, if this request holds nothing on the old one.
+  for (int attempt = 0;; ++attempt) {
+    if (auto ec = pin(deadline)) return ec;
+    const std::string_view one[] = {name};
+    std::error_code ec = register_names(one, deadline);
+    if (!ec) {
+      if (wait) {
+        if ((ec = begin_wait(deadline))) return ec;
+      } else {
+        sql_ = comment_;
+      }
+      sql_ += "SELECT ";
+      sql_ += lock_function(mode, wait);
+      sql_ += '(';
+      sql_ += std::to_string(postgres_key(name));
+      sql_ += ')';
+      if (wait) backend_.count_active(1);
+      ec = run(wait ? deadline + backend_.options().postgres_grace : deadline);
+      if (wait) backend_.count_active(-1);
+    }
+    if (ec == Errc::kUnavailable && attempt == 0 && held_ == 0 && Clock::now() < deadline) {
+      continue;
+    }
+    if (ec == pg::Errc::kQuery) {
+      if (reply_.sqlstate() == kLockTimeout || reply_.sqlstate() == kDeadlock) {
+        return make_error_code(Errc::kTimeout);
+      }
+      return make_error_code(Errc::kBackend);
+    }
+    if (ec) return ec;
+    break;
+  }
+  if (!wait && (reply_.size() != 1 || reply_[0].get(0, 0) != "t")) {
+    return make_error_code(Errc::kTimeout);
+  }
+  ++held_;
+  backend_.count_active(1);
+  epoch = backend_.next_epoch();
+  handle = handle_of(generation_);
+  return {};
+}
+
+std::error_code PostgresSession::acquire(std::string_view name, Mode mode,
+                                         Clock::time_point deadline, uint64_t& epoch, void*& handle,
+                                         bool* contended) {
+  util::MutexLock lock(mu_);
+  if (contended) *contended = true;  // the context tried without waiting first
+  return take(name, mode, true, deadline, epoch, handle);
+}
+
+std::error_code PostgresSession::try_acquire(std::string_view name, Mode mode,
+                                             Clock::time_point deadline, uint64_t& epoch,
+                                             void*& handle) {
+  util::MutexLock lock(mu_);
+  return take(name, mode, false, deadline, epoch, handle);
+}
+
+std::error_code PostgresSession::acquire_set(std::span<SetEntry> entries,
+                                             Clock::time_point deadline) {
+  util::MutexLock lock(mu_);
+  drain_pending();
+  std::vector<std::string_view> names;
+  for (const SetEntry& e : entries) names.push_back(e.name);
+  for (int attempt = 0;; ++attempt) {
+    if (auto ec = pin(deadline)) return ec;
+    std::error_code ec = register_names(names, deadline);
+    if (!ec) ec = begin_wait(deadline);
+    if (ec && ec != Errc::kUnavailable) return ec;
+    if (!ec) {
+      // One statement, one round trip: the rows are taken in the order listed (canonical),
+      // each first tried without waiting so that the answer says which ones waited.
+      sql_ +=
+          "SELECT CASE WHEN t.s THEN (CASE WHEN pg_try_advisory_lock_shared(t.k) THEN false "
+          "ELSE (SELECT true FROM (SELECT pg_advisory_lock_shared(t.k)) w) END) "
+          "ELSE (CASE WHEN pg_try_advisory_lock(t.k) THEN false "
+          "ELSE (SELECT true FROM (SELECT pg_advisory_lock(t.k)) w) END) END "
+          "FROM (VALUES ";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        sql_ += i ? ", (" : "(";
+        sql_ += std::to_string(postgres_key(entries[i].name));
+        sql_ += i ? ", " : "::bigint, ";
+        sql_ += entries[i].mode == Mode::kShared ? "true" : "false";
+        sql_ += ')';
+      }
+      sql_ += ") AS t(k, s)";
+      backend_.count_active(static_cast<ptrdiff_t>(entries.size()));
+      ec = run(deadline + backend_.options().postgres_grace);
+      backend_.count_active(-static_cast<ptrdiff_t>(entries.size()));
+    }
+    if (ec == Errc::kUnavailable && attempt == 0 && held_ == 0 && Clock::now() < deadline) {
+      continue;
+    }
+    if (ec == pg::Errc::kQuery) {
+      // Session locks outlive the rolled-back statement: give back the ones it took before it
+      // stopped (unlocking one it did not take only answers false).
+      const std::string state = reply_.sqlstate();
+      sql_ = comment_;
+      sql_ += "SELECT ";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i) sql_ += ", ";
+        sql_ += unlock_function(entries[i].mode);
+        sql_ += '(';
+        sql_ += std::to_string(postgres_key(entries[i].name));
+        sql_ += ')';
+      }
+      (void)run(Clock::now() + backend_.options().timeout);  // a failure drops the connection
+      if (state == kLockTimeout || state == kDeadlock) return make_error_code(Errc::kTimeout);
+      return make_error_code(Errc::kBackend);
+    }
+    if (ec) return ec;
+    break;
+  }
+  if (reply_.size() != 1 || reply_[0].rows() != static_cast<int>(entries.size())) {
+    drop_connection();  // an answer we do not understand: let the server release everything
+    return failed(make_error_code(Errc::kBackend), "unexpected answer to a lock set");
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].contended = reply_[0].get(static_cast<int>(i), 0) == "t";
+    entries[i].epoch = backend_.next_epoch();
+    entries[i].handle = handle_of(generation_);
+  }
+  held_ += entries.size();
+  backend_.count_active(static_cast<ptrdiff_t>(entries.size()));
+  return {};
+}
+
+void PostgresSession::unlock(int64_t key, Mode mode, uint64_t generation) const noexcept {
+  // Granted on a connection that broke since: the server released it when the session ended.
+  if (generation != generation_ || !conn_ || conn_->broken()) return;
+  try {
+    sql_ = comment_;
+    sql_ += "SELECT ";
+    sql_ += unlock_function(mode);
+    sql_ += '(';
+    sql_ += std::to_string(key);
+    sql_ += ')';
+  } catch (...) {  // out of memory: let the server release it by ending the session
+    drop_connection();
+    return;
+  }
+  if (run(Clock::now() + backend_.options().timeout)) {
+    drop_connection();  // whatever failed, ending the session releases the lock
+    return;
+  }
+  --held_;
+  backend_.count_active(-1);
+}
+
+void PostgresSession::drain_pending() const noexcept {
+  std::vector<PendingRelease> pending;
+  {
+    util::MutexLock lock(pending_mu_);
+    pending.swap(pending_);
+  }
+  for (const PendingRelease& p : pending) unlock(p.key, p.mode, p.generation);
+}
+
+void PostgresSession::release(std::string_view name, Mode mode, void* handle) noexcept {
+  const int64_t key = postgres_key(name);
+  // The watchdog may call this while the request's thread waits on the connection: then the
+  // release is queued, and done by that thread as soon as its statement returns.
+  if (!mu_.try_lock()) {
+    {
+      util::MutexLock lock(pending_mu_);
+      try {
+        pending_.push_back({key, mode, generation_of(handle)});
+        return;
+      } catch (...) {
+      }
+    }
+    mu_.lock();  // out of memory: wait for the connection after all
+  }
+  unlock(key, mode, generation_of(handle));
+  drain_pending();
+  mu_.unlock();
+}
+
+std::error_code PostgresSession::verify(std::string_view, uint64_t, void* handle) const noexcept {
+  util::MutexLock lock(mu_);
+  if (!conn_ || conn_->broken() || generation_of(handle) != generation_) {
+    return make_error_code(Errc::kFenceLost);
+  }
+  // A session lock lasts as long as its session: if the server still answers on this
+  // connection, the lock is still ours.
+  try {
+    sql_ = comment_;
+    sql_ += "SELECT 1";
+  } catch (...) {
+    return make_error_code(Errc::kFenceLost);
+  }
+  if (run(Clock::now() + backend_.options().timeout)) return make_error_code(Errc::kFenceLost);
+  return {};
+}
+
+void PostgresSession::end_request() noexcept {
+  util::MutexLock lock(mu_);
+  drain_pending();
+  if (!conn_) return;
+  if (held_ != 0 || conn_->broken()) {
+    drop_connection();  // something is still held: ending the session releases it
+    return;
+  }
+  backend_.pool().give_back(std::move(conn_));
+}
+
+std::string PostgresSession::last_error() const {
+  util::MutexLock lock(mu_);
+  return last_error_;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_postgres_backend(const LockOptions& options) {
+  return std::make_unique<PostgresBackend>(options);
+}
+
+}  // namespace kagi::lock

@@ -1,0 +1,280 @@
+// What only the postgres backend has: connections (one per request that locks, none for one
+// that does not), the server going away and coming back, fencing by connection, names in
+// kagi_lock_names, sets in one round trip. Against a real server
+// (tests/unit/support/pg_cluster.hpp).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <kagi/lock/detail/postgres_keys.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include <kagi/pg/connection.hpp>
+#include "../support/pg_cluster.hpp"
+#include "../support/temp_dir.hpp"
+
+namespace kagi::lock {
+namespace {
+
+using namespace std::chrono_literals;
+
+pg::ConnectOptions admin_options(const std::string& dsn) {
+  pg::ConnectOptions o;
+  o.dsn = dsn;
+  o.application_name = "kagi-test-admin";
+  return o;
+}
+
+class PostgresBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KAGI_NEED_POSTGRES(pg);
+    pg_ = pg;
+  }
+
+  LockOptions options(const std::string& app_name) {
+    LockOptions o;
+    o.backend = "postgres";
+    o.dir = dir_.path() + "/" + app_name;
+    o.timeout = 2s;
+    o.postgres.dsn = pg_->dsn();
+    o.postgres.application_name = "kagi/" + app_name + "/1";
+    return o;
+  }
+  static std::unique_ptr<LockContext> request(LockService& service, const std::string& id) {
+    return service.context({id, "GET", "/test/" + id, "192.0.2.1"});
+  }
+  // One row, one column of `sql` on a connection of the test's own.
+  std::string sql(const std::string& text) {
+    std::error_code ec;
+    std::string why;
+    if (!admin_ || admin_->broken()) {
+      admin_ = pg::Connection::open(admin_options(pg_->dsn()), pg::Clock::now() + 5s, ec, &why);
+    }
+    if (!admin_) {
+      ADD_FAILURE() << why;
+      return "";
+    }
+    pg::Reply reply;
+    if (admin_->exec(text, pg::Clock::now() + 5s, reply, &why)) {
+      ADD_FAILURE() << why;
+      return "";
+    }
+    if (reply.size() == 0 || reply[0].rows() == 0) return "";
+    return std::string(reply[0].get(0, 0));
+  }
+  int connections_of(const std::string& app_name) {
+    return std::stoi(sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'kagi/" +
+                         app_name + "/1'"));
+  }
+  std::string holder_pid(const std::string& name) {
+    return sql(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+        "AND ((classid::bigint << 32) | objid::bigint) = " +
+        std::to_string(postgres_key(name)));
+  }
+
+  test_support::PgCluster* pg_ = nullptr;
+  test_support::TempDir dir_;
+  std::unique_ptr<pg::Connection> admin_;
+};
+
+TEST_F(PostgresBackendTest, ABackendWithoutAUsableDsnRefusesToStart) {
+  LockOptions o = options("nodsn");
+  o.postgres.dsn = "";
+  try {
+    LockService::create(o);
+    ADD_FAILURE() << "created without a DSN";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("locks.postgres.dsn"), std::string::npos) << e.what();
+  }
+  o.postgres.dsn = "host='unterminated";
+  try {
+    LockService::create(o);
+    ADD_FAILURE() << "created with a broken DSN";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("does not parse"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PostgresBackendTest, OnlyARequestThatLocksTakesAConnectionAndKeepsOne) {
+  auto service = LockService::create(options("pin"));
+  {
+    auto r = request(*service, "nolock");
+    r->end_request();
+  }
+  EXPECT_EQ(connections_of("pin"), 0);
+  auto r = request(*service, "locks");
+  auto a = r->exclusive("pin/a");
+  auto b = r->shared("pin/b");
+  auto [c, d] = r->exclusive_set({"pin/c", "pin/d"});
+  EXPECT_EQ(connections_of("pin"), 1);
+  const std::string pid = holder_pid("pin/a");
+  EXPECT_FALSE(pid.empty());
+  EXPECT_EQ(holder_pid("pin/c"), pid);  // every lock of the request on its one connection
+  EXPECT_EQ(holder_pid("pin/d"), pid);
+  r->end_request();
+  EXPECT_EQ(holder_pid("pin/a"), "");  // released, and the connection went back to the pool
+  EXPECT_EQ(connections_of("pin"), 1);
+}
+
+TEST_F(PostgresBackendTest, ASetIsOneRoundTrip) {
+  auto service = LockService::create(options("set"));
+  const std::string names[] = {"set/1", "set/2", "set/3", "set/4"};
+  {
+    auto warm = request(*service, "warm");  // registers the names, pins a connection
+    auto g = warm->exclusive_set(names);
+  }
+  auto r = request(*service, "set");
+  const uint64_t before = pg::round_trips();
+  auto guards = r->exclusive_set(names);
+  EXPECT_EQ(pg::round_trips() - before, 1u);
+  EXPECT_EQ(guards.size(), 4u);
+}
+
+TEST_F(PostgresBackendTest, AnExhaustedPoolIsUnavailableWithinTheDeadline) {
+  LockOptions o = options("pool");
+  o.postgres_pool = 1;
+  auto service = LockService::create(o);
+  auto first = request(*service, "first");
+  auto held = first->exclusive("pool/a");
+  auto second = request(*service, "second");
+  const auto started = Clock::now();
+  try {
+    second->exclusive("pool/b", 200ms);
+    ADD_FAILURE() << "got a second connection from a pool of one";
+  } catch (const LockUnavailable& e) {
+    EXPECT_NE(e.reason().find("in use"), std::string::npos) << e.reason();
+  }
+  EXPECT_LT(Clock::now() - started, 200ms + 300ms);
+  first->end_request();
+  EXPECT_TRUE(second->try_exclusive("pool/b"));  // the connection came back
+}
+
+TEST_F(PostgresBackendTest, AServerThatIsNotThereIsUnavailableAtOnceNotAHang) {
+  LockOptions o = options("down");
+  o.postgres.dsn = "host=127.0.0.1 port=1 dbname=postgres user=kagi";
+  auto service = LockService::create(o);
+  auto r = request(*service, "r");
+  const auto started = Clock::now();
+  try {
+    r->exclusive("down/x", 1s);
+    ADD_FAILURE() << "locked without a server";
+  } catch (const LockUnavailable& e) {
+    EXPECT_NE(e.reason().find("refused"), std::string::npos) << e.reason();
+  }
+  EXPECT_LT(Clock::now() - started, 1s);
+  // Within the retry interval the next request fails at once, with the same reason.
+  auto r2 = request(*service, "r2");
+  EXPECT_THROW(r2->exclusive("down/y"), LockUnavailable);
+}
+
+// The server stops while a request holds a lock and comes back: the holder's guard is fenced,
+// requests meanwhile get LockUnavailable within their deadline, and locking works again
+// afterwards without a restart of the process.
+TEST_F(PostgresBackendTest, ServingResumesAfterTheServerRestarts) {
+  auto service = LockService::create(options("restart"));
+  auto holder = request(*service, "holder");
+  auto guard = holder->exclusive("restart/x");
+  {
+    auto warm = request(*service, "warm");  // leaves an idle connection in the pool
+    auto g = warm->exclusive("restart/y");
+  }
+  ASSERT_TRUE(pg_->stop());
+  EXPECT_EQ(guard.verify(), Errc::kFenceLost);
+  auto during = request(*service, "during");
+  const auto started = Clock::now();
+  EXPECT_THROW(during->exclusive("restart/z", 500ms), LockUnavailable);
+  EXPECT_LT(Clock::now() - started, 500ms + 300ms);
+  ASSERT_TRUE(pg_->start());
+  holder->end_request();
+  // The pool's dead connections are dropped and new ones made; the first retry interval after
+  // a failed connect may still answer from memory.
+  std::this_thread::sleep_for(300ms);
+  auto after = request(*service, "after");
+  auto g = after->exclusive("restart/x");
+  EXPECT_TRUE(g.held());
+  EXPECT_FALSE(g.verify());
+}
+
+// The connection that holds a lock is ended under it (an admin's pg_terminate_backend, or the
+// server giving up on a silent client): the lock goes to the next waiter at once, the guard is
+// fenced, and its release does nothing to the new holder.
+TEST_F(PostgresBackendTest, ATerminatedConnectionFreesItsLocksAndFencesItsGuard) {
+  auto a = LockService::create(options("terma"));
+  auto b = LockService::create(options("termb"));
+  auto holder = request(*a, "holder");
+  auto guard = holder->exclusive("term/x");
+  std::atomic<bool> got{false};
+  Clock::time_point granted;
+  std::thread waiter([&] {
+    auto w = request(*b, "waiter");
+    auto g = w->exclusive("term/x", 5s);
+    granted = Clock::now();
+    got = true;
+    std::this_thread::sleep_for(200ms);
+  });
+  std::this_thread::sleep_for(100ms);
+  const auto killed = Clock::now();
+  EXPECT_EQ(sql("SELECT pg_terminate_backend(" + holder_pid("term/x") + ")"), "t");
+  waiter.join();
+  ASSERT_TRUE(got);
+  EXPECT_LT(granted - killed, 50ms);
+  EXPECT_EQ(guard.verify(), Errc::kFenceLost);
+  guard.release();
+  holder->end_request();
+  auto next = request(*a, "next");
+  EXPECT_TRUE(next->try_exclusive("term/x"));
+}
+
+// The watchdog revokes a lock held too long while its request waits on another name on the same
+// connection: the release waits for that statement, then happens.
+TEST_F(PostgresBackendTest, ARevocationDuringAWaitOnTheSameConnectionIsDoneAfterIt) {
+  LockOptions o = options("revoke");
+  o.max_hold = 100ms;
+  o.watchdog_interval = 10ms;
+  auto a = LockService::create(o);
+  auto b = LockService::create(options("revokeb"));
+  auto other = request(*b, "other");
+  auto blocker = other->exclusive("rv/b");
+  auto hung = request(*a, "hung");
+  auto stale = hung->exclusive("rv/a");
+  std::thread waiter([&] { EXPECT_THROW(hung->exclusive("rv/b", 600ms), LockBusy); });
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 500 && !stale.verify(); ++i) std::this_thread::sleep_for(2ms);
+    return stale.verify() == Errc::kRevoked;
+  }());
+  // Revoked in this process at once; on the server once the wait on rv/b has ended.
+  auto taker = request(*b, "taker");
+  auto g = taker->exclusive("rv/a", 3s);
+  EXPECT_TRUE(g.held());
+  waiter.join();
+}
+
+TEST_F(PostgresBackendTest, TwoNamesOnOneKeyAreRefusedNotShared) {
+  auto service = LockService::create(options("coll"));
+  {
+    auto r = request(*service, "r");
+    auto g = r->exclusive("coll/seed");  // creates kagi_lock_names
+  }
+  const std::string key = std::to_string(postgres_key("coll/victim"));
+  sql("INSERT INTO kagi_lock_names (key, name) VALUES (" + key +
+      ", 'coll/impostor') ON CONFLICT (key) DO UPDATE SET name = 'coll/impostor'");
+  auto r = request(*service, "r2");
+  try {
+    r->exclusive("coll/victim");
+    ADD_FAILURE() << "a name whose key belongs to another name was granted";
+  } catch (const LockError& e) {
+    EXPECT_EQ(e.code(), Errc::kNameCollision);
+    EXPECT_NE(std::string(e.what()).find("coll/impostor"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sql("SELECT name FROM kagi_lock_names WHERE key = " +
+                std::to_string(postgres_key("coll/seed"))),
+            "coll/seed");
+}
+
+}  // namespace
+}  // namespace kagi::lock
