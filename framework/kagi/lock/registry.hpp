@@ -36,6 +36,9 @@
 namespace kagi::lock {
 
 struct RegistryEntry {
+  // Empty for this host's own entries (from the registry); the host's name for entries read
+  // from a lock server that several hosts share (lock/cluster_status.hpp).
+  std::string host;
   std::string name;
   Mode mode = Mode::kShared;
   bool waiting = false;  // false: held

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include <kagi/lock/cluster_status.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
@@ -274,6 +275,62 @@ TEST_F(PostgresBackendTest, TwoNamesOnOneKeyAreRefusedNotShared) {
   EXPECT_EQ(sql("SELECT name FROM kagi_lock_names WHERE key = " +
                 std::to_string(postgres_key("coll/seed"))),
             "coll/seed");
+}
+
+// The admin's view across hosts: who holds and who waits, with host, process and request.
+TEST_F(PostgresBackendTest, TheClusterStatusShowsEveryHostsHoldersAndWaiters) {
+  LockOptions oa = options("hosta"), ob = options("hostb");
+  oa.postgres.application_name = "kagi/host-a/11";
+  ob.postgres.application_name = "kagi/host-b/22";
+  auto a = LockService::create(oa);
+  auto b = LockService::create(ob);
+  auto holder = a->context({"req-a", "POST", "/bbs/3/post", "192.0.2.1"});
+  auto g = holder->exclusive("cl/board");
+  std::thread waiter([&] {
+    auto w = b->context({"req-b", "GET", "/bbs/3/", "192.0.2.2"});
+    EXPECT_THROW(w->shared("cl/board", 1500ms), LockBusy);
+  });
+  ClusterStatus status;
+  for (int i = 0; i < 200; ++i) {
+    status = read_cluster_status(oa, 2s);
+    if (status.entries.size() >= 2) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  waiter.join();
+  EXPECT_TRUE(status.spans_hosts);
+  EXPECT_EQ(status.error, "");
+  EXPECT_EQ(status.hosts, 2u);
+  ASSERT_EQ(status.entries.size(), 2u);
+  const RegistryEntry& held = status.entries[0].waiting ? status.entries[1] : status.entries[0];
+  const RegistryEntry& waits = status.entries[0].waiting ? status.entries[0] : status.entries[1];
+  EXPECT_EQ(held.name, "cl/board");
+  EXPECT_EQ(held.host, "host-a");
+  EXPECT_EQ(held.pid, 11);
+  EXPECT_EQ(held.mode, Mode::kExclusive);
+  EXPECT_EQ(held.request_id, "req-a");
+  EXPECT_EQ(held.method + " " + held.path, "POST /bbs/3/post");
+  EXPECT_TRUE(waits.waiting);
+  EXPECT_EQ(waits.host, "host-b");
+  EXPECT_EQ(waits.mode, Mode::kShared);
+  EXPECT_EQ(waits.path, "/bbs/3/");
+  // The local backend has nothing to add to its registry.
+  LockOptions local;
+  EXPECT_FALSE(read_cluster_status(local, 1s).spans_hosts);
+}
+
+// The request's path goes into a comment of every statement: a hostile one can neither end the
+// comment nor open a nested one, and the admin reads it back as it was.
+TEST_F(PostgresBackendTest, AHostilePathCannotEscapeTheStatementComment) {
+  auto service = LockService::create(options("hostile"));
+  const std::string path = "/a*/; DROP TABLE kagi_lock_names; --/*\xe9'\"*";
+  auto r = service->context({"id*/", "GET", path, "192.0.2.1"});
+  auto g = r->exclusive("hostile/x");
+  EXPECT_FALSE(g.verify());
+  const ClusterStatus status = read_cluster_status(options("hostile"), 2s);
+  ASSERT_EQ(status.entries.size(), 1u) << status.error;
+  EXPECT_EQ(status.entries[0].path, path);
+  EXPECT_EQ(status.entries[0].request_id, "id*/");
+  EXPECT_NE(sql("SELECT count(*) FROM kagi_lock_names"), "");
 }
 
 }  // namespace

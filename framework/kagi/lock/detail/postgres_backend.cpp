@@ -108,7 +108,7 @@ class PostgresSession : public Session {
   std::error_code begin_wait(Clock::time_point deadline) const KAGI_REQUIRES(mu_);
 
   PostgresBackend& backend_;
-  const std::string comment_;  // "/*kagi <request id> <method> <path>*/ ": pg_stat_activity
+  const std::string comment_;  // "/*kagi <request id> <method> <path> */ ": pg_stat_activity
   // The request's thread uses the connection under mu_; the watchdog only tries it (release).
   mutable util::Mutex mu_;
   mutable std::unique_ptr<pg::Connection> conn_ KAGI_GUARDED_BY(mu_);
@@ -215,7 +215,7 @@ std::string make_comment(const HolderInfo& who) {
   append_commented(out, who.method, 16);
   out += ' ';
   append_commented(out, who.path, 160);
-  out += "*/ ";
+  out += " */ ";  // the space: a path ending in '/' must not make "/*" with the closing star
   return out;
 }
 

@@ -1,0 +1,128 @@
+#include <kagi/lock/cluster_status.hpp>
+
+#include <charconv>
+#include <set>
+
+#include <kagi/pg/connection.hpp>
+
+namespace kagi::lock {
+namespace {
+
+constexpr std::string_view kUndefinedTable = "42P01";
+
+// Holders and waiters of advisory locks taken through a bigint key (objsubid 1) in this
+// database, oldest first.
+std::string locks_query(bool with_names) {
+  std::string q =
+      "SELECT a.application_name, COALESCE(host(a.client_addr), ''), l.granted, l.mode, "
+      "(l.classid::bigint << 32) | l.objid::bigint, ";
+  q += with_names ? "n.name, " : "NULL, ";
+  q += "a.query, (extract(epoch FROM COALESCE(l.waitstart, a.query_start)) * 1000)::bigint "
+       "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid ";
+  if (with_names) {
+    q += "LEFT JOIN kagi_lock_names n ON n.key = ((l.classid::bigint << 32) | l.objid::bigint) ";
+  }
+  q += "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.database = "
+       "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+       "ORDER BY 8; "
+       "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'kagi/%'";
+  return q;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Undoes the %XX of the statement comment (postgres_backend.cpp, append_commented).
+std::string decoded(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 &&
+        hex_value(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// "/*kagi <request id> <method> <path> */ ..." → the three fields; false if not such a comment.
+bool parse_comment(std::string_view query, RegistryEntry& e) {
+  constexpr std::string_view kStart = "/*kagi ";
+  if (query.substr(0, kStart.size()) != kStart) return false;
+  query.remove_prefix(kStart.size());
+  const size_t end = query.find(" */");
+  if (end == std::string_view::npos) return false;
+  query = query.substr(0, end);
+  const size_t a = query.find(' ');
+  const size_t b = a == std::string_view::npos ? a : query.find(' ', a + 1);
+  if (b == std::string_view::npos) return false;
+  e.request_id = decoded(query.substr(0, a));
+  e.method = decoded(query.substr(a + 1, b - a - 1));
+  e.path = decoded(query.substr(b + 1));
+  return true;
+}
+
+template <typename T>
+T number(std::string_view text) {
+  T value{};
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+}  // namespace
+
+ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout) {
+  ClusterStatus status;
+  status.backend = options.backend;
+  if (options.backend != "postgres") return status;
+  status.spans_hosts = true;
+  const auto deadline = pg::Clock::now() + timeout;
+  pg::ConnectOptions connect = options.postgres;
+  connect.application_name = "kagi-admin";  // not a lock holder: not counted as a host
+  std::error_code ec;
+  auto conn = pg::Connection::open(connect, deadline, ec, &status.error);
+  if (!conn) return status;
+  pg::Reply reply;
+  ec = conn->exec(locks_query(true), deadline, reply, &status.error);
+  if (ec == pg::Errc::kQuery && reply.sqlstate() == kUndefinedTable) {
+    ec = conn->exec(locks_query(false), deadline, reply, &status.error);  // no names table yet
+  }
+  if (ec || reply.size() != 2) {
+    if (!ec) status.error = "unexpected answer from PostgreSQL";
+    return status;
+  }
+  status.error.clear();
+  const pg::Rows rows = reply[0];
+  for (int r = 0; r < rows.rows(); ++r) {
+    RegistryEntry e;
+    const std::string app(rows.get(r, 0));
+    if (!pg::parse_application_name(app, e.host, e.pid)) e.host = std::string(rows.get(r, 1));
+    e.waiting = rows.get(r, 2) != "t";
+    e.mode = rows.get(r, 3) == "ShareLock" ? Mode::kShared : Mode::kExclusive;
+    e.name = rows.is_null(r, 5) ? "#" + std::string(rows.get(r, 4)) : std::string(rows.get(r, 5));
+    if (!parse_comment(rows.get(r, 6), e)) e.request_id = "(not kagi)";
+    if (!rows.is_null(r, 7)) {
+      e.since = std::chrono::system_clock::time_point(
+          std::chrono::milliseconds(number<int64_t>(rows.get(r, 7))));
+    }
+    status.entries.push_back(std::move(e));
+  }
+  std::set<std::string> hosts;
+  for (int r = 0; r < reply[1].rows(); ++r) {
+    std::string host;
+    int pid = 0;
+    if (pg::parse_application_name(std::string(reply[1].get(r, 0)), host, pid)) {
+      hosts.insert(host);
+      ++status.connections;
+    }
+  }
+  status.hosts = hosts.size();
+  return status;
+}
+
+}  // namespace kagi::lock

@@ -1,0 +1,40 @@
+// lock/cluster_status.hpp — what every web host holds and waits for, read from the lock server
+// that they share (the postgres backend), for the admin page and kagi-locks.
+//
+// The status registry (lock/registry.hpp) shows one host's processes. With the postgres
+// backend the server knows every host's locks: pg_locks (who holds or waits for which key),
+// joined with pg_stat_activity (the connection's application_name "kagi/<host>/<pid>", and the
+// comment "/*kagi <request id> <method> <path> */" every statement of the lock layer starts
+// with) and kagi_lock_names (key → name). One query; its cost grows with the locks held on
+// the server, not with traffic (docs/ADMIN.md).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <kagi/lock/options.hpp>
+#include <kagi/lock/registry.hpp>
+
+namespace kagi::lock {
+
+struct ClusterStatus {
+  // False for a backend whose locks live on one host (local): the registry shows them all and
+  // nothing else is read.
+  bool spans_hosts = false;
+  std::string backend;
+  // Every holder and waiter on the server. `host` and `pid` are the kagi process's (from
+  // application_name); `name` is "#<key>" for a key kagi_lock_names does not know; `since` is
+  // the wait's start for a waiter and, for a holder, the start of its connection's latest
+  // statement (the lock's or a later one of the same request). `thread`, `slot`, `seq` are
+  // not known here.
+  std::vector<RegistryEntry> entries;
+  size_t hosts = 0;        // distinct kagi hosts connected now
+  size_t connections = 0;  // kagi connections (in use or idle in a pool)
+  std::string error;       // non-empty if the server could not be read: why
+};
+
+// Reads the cluster's locks with a connection of its own, within `timeout`.
+ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout);
+
+}  // namespace kagi::lock
