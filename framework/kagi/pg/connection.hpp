@@ -98,6 +98,9 @@ class Connection {
   // idle_session_timeout): looked at without waiting. A connection found closed is broken.
   bool closed_while_idle();
 
+  // When the pool last took it back (pg/pool.hpp).
+  Clock::time_point idle_since;
+
  private:
   explicit Connection(pg_conn* conn);
   // Polls the socket for `events` until `deadline`: true when ready.

@@ -16,7 +16,8 @@ std::unique_ptr<Connection> Pool::take(Clock::time_point deadline, std::error_co
       while (!idle_.empty()) {
         std::unique_ptr<Connection> conn = std::move(idle_.back());
         idle_.pop_back();
-        if (!conn->closed_while_idle()) {
+        if (Clock::now() - conn->idle_since < options_.check_idle_after ||
+            !conn->closed_while_idle()) {
           ec.clear();
           return conn;
         }
@@ -70,6 +71,7 @@ void Pool::give_back(std::unique_ptr<Connection> conn) {
   {
     util::MutexLock lock(mu_);
     if (conn && !conn->broken()) {
+      conn->idle_since = Clock::now();
       idle_.push_back(std::move(conn));
     } else {
       --open_;

@@ -31,6 +31,7 @@ struct PoolOptions {
   ConnectOptions connect;
   size_t max = 16;
   std::chrono::milliseconds retry_after_failure{250};
+  std::chrono::milliseconds check_idle_after{1000};
   // Run once on each new connection before it is handed out (e.g. create a table). A failure
   // is logged by the caller's hook; the connection is used all the same unless it broke.
   std::function<void(Connection&, Clock::time_point deadline)> on_connect;

@@ -17,7 +17,7 @@
 #include <string>
 
 #include <kagi/lock/lock_service.hpp>
-#include "support/checked_reporter.hpp"
+#include "support/ratio_reporter.hpp"
 
 namespace {
 
@@ -27,9 +27,7 @@ using kagi::lock::LockService;
 
 std::string g_dir;
 
-// With --benchmark_repetitions, the fastest repetition is the best estimate on a shared,
-// noisy machine (interference only ever adds time); the summary uses it.
-double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+using kagi::bench::min_of;
 std::unique_ptr<LockService> g_service;        // registry on (the default)
 std::unique_ptr<LockService> g_service_noreg;  // registry off: isolates its cost
 
@@ -145,36 +143,6 @@ void BM_Contended(benchmark::State& state) {
 }
 BENCHMARK(BM_Contended)->Arg(1)->Arg(8)->Threads(2)->Threads(8)->UseRealTime();
 
-// Records each benchmark's time per iteration (with repetitions: the min if computed, else the
-// median) so main() can print the ratios.
-class RatioReporter : public kagi::bench::CheckedReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      const std::string name = r.run_name.function_name;
-      if (r.run_type == Run::RT_Iteration && !medians_.contains(name)) {
-        ns_[name] = r.GetAdjustedRealTime();
-      } else if (r.run_type == Run::RT_Aggregate &&
-                 (r.aggregate_name == "min" ||
-                  (r.aggregate_name == "median" && !mins_.contains(name)))) {
-        ns_[name] = r.GetAdjustedRealTime();
-        medians_.insert(name);
-        if (r.aggregate_name == "min") mins_.insert(name);
-      }
-    }
-    CheckedReporter::ReportRuns(runs);
-  }
-  double ns(const std::string& name) const {
-    auto it = ns_.find(name);
-    return it == ns_.end() ? 0 : it->second;
-  }
-
- private:
-  std::map<std::string, double> ns_;
-  std::set<std::string> medians_;
-  std::set<std::string> mins_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,7 +153,7 @@ int main(int argc, char** argv) {
   g_service_noreg = make_service(g_dir + "/locks-noreg", false);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RatioReporter reporter;
+  kagi::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 

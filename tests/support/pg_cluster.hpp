@@ -1,0 +1,107 @@
+// tests/support/pg_cluster.hpp — a real PostgreSQL server for one test or benchmark binary.
+//
+//   auto* pg = kagi::test_support::PgCluster::shared(&why);   // started on first use
+//   options.postgres.dsn = pg->dsn();
+//
+// The server is Debian's, started by tests/support/pgcluster in a fresh folder under /tmp,
+// and stopped when the binary exits (by the process that started it, not by a forked child).
+// gtest binaries use tests/unit/support/pg_cluster.hpp, which adds KAGI_NEED_POSTGRES.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#ifndef KAGI_PGCLUSTER
+#error "define KAGI_PGCLUSTER as the path of tests/support/pgcluster"
+#endif
+
+namespace kagi::test_support {
+
+class PgCluster {
+ public:
+  // The cluster of this process, started on the first call. Null if it cannot start (the
+  // reason in `why`).
+  static PgCluster* shared(std::string* why) {
+    static std::string failure;
+    static std::unique_ptr<PgCluster> cluster = [] {
+      auto c = std::unique_ptr<PgCluster>(new PgCluster);
+      if (!c->start_first(&failure)) c.reset();
+      return c;
+    }();
+    if (!cluster && why) *why = failure;
+    return cluster.get();
+  }
+  ~PgCluster() {
+    if (getpid() != owner_) return;  // a forked child exiting must not stop it
+    run("stop");
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Over the unix socket.
+  std::string dsn() const {
+    return "host=" + dir_ + " port=" + std::to_string(port_) + " dbname=postgres user=kagi";
+  }
+  // Over TCP on 127.0.0.1 (keepalives, tcp_user_timeout apply).
+  std::string tcp_dsn() const {
+    return "host=127.0.0.1 port=" + std::to_string(port_) + " dbname=postgres user=kagi";
+  }
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_; }
+  bool stop() { return run("stop"); }
+  bool start() { return run("restart"); }  // the same port again
+
+ private:
+  PgCluster() : owner_(getpid()) {}
+
+  bool start_first(std::string* why) {
+    char tmpl[] = "/tmp/kagi-pg-XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      *why = "mkdtemp failed";
+      return false;
+    }
+    dir_ = tmpl;
+    std::filesystem::permissions(dir_, std::filesystem::perms::owner_all |
+                                           std::filesystem::perms::group_exec |
+                                           std::filesystem::perms::others_exec);
+    port_ = free_port();
+    if (!run("start", std::to_string(port_))) {
+      *why = "tests/support/pgcluster could not start PostgreSQL (see " + dir_ + "/server.log)";
+      return false;
+    }
+    return true;
+  }
+  bool run(const std::string& command, const std::string& extra = "") {
+    const std::string line =
+        std::string(KAGI_PGCLUSTER) + " " + command + " " + dir_ + " " + extra + " >/dev/null";
+    return std::system(line.c_str()) == 0;
+  }
+  static int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin_port);
+    }
+    close(fd);
+    return port ? port : 54329;
+  }
+
+  const pid_t owner_;
+  std::string dir_;
+  int port_ = 0;
+};
+
+}  // namespace kagi::test_support
