@@ -12,15 +12,19 @@ import harness
 
 
 class PgCluster:
-    def __init__(self, env):
+    def __init__(self, env, listen=None):
+        """listen: another address to listen on besides 127.0.0.1 (and the unix socket)."""
         self.script = os.path.join(env.source, "tests", "support", "pgcluster")
         self.dir = env.path("pg")
         self.port = harness.free_port()
         self.dsn = None
+        self.env = dict(os.environ)
+        if listen:
+            self.env["KAGI_PG_LISTEN"] = listen
 
     def __enter__(self):
         out = subprocess.run([self.script, "start", self.dir, str(self.port)], check=True,
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120, env=self.env)
         self.dsn = out.stdout.strip().splitlines()[-1]
         return self
 
@@ -34,7 +38,7 @@ class PgCluster:
 
     def start(self):
         subprocess.run([self.script, "restart", self.dir], check=True, capture_output=True,
-                       timeout=120)
+                       timeout=120, env=self.env)
 
     def processes(self):
         """The postmaster and its children (backends, background workers)."""
