@@ -33,7 +33,10 @@ class PgCluster {
     static std::string failure;
     static std::unique_ptr<PgCluster> cluster = [] {
       auto c = std::unique_ptr<PgCluster>(new PgCluster);
-      if (!c->start_first(&failure)) c.reset();
+      if (!c->start_first(&failure)) {
+        c->owner_ = 0;  // not stopped, not removed: its logs say why
+        c.reset();
+      }
       return c;
     }();
     if (!cluster && why) *why = failure;
@@ -74,7 +77,8 @@ class PgCluster {
                                            std::filesystem::perms::others_exec);
     port_ = free_port();
     if (!run("start", std::to_string(port_))) {
-      *why = "tests/support/pgcluster could not start PostgreSQL (see " + dir_ + "/server.log)";
+      *why = "tests/support/pgcluster could not start PostgreSQL (see " + dir_ +
+             "/server.log and " + dir_ + "/pgcluster.log)";
       return false;
     }
     return true;
@@ -99,7 +103,7 @@ class PgCluster {
     return port ? port : 54329;
   }
 
-  const pid_t owner_;
+  pid_t owner_;
   std::string dir_;
   int port_ = 0;
 };
