@@ -36,6 +36,15 @@ printf '[sever]\nthreads = 4\n' >"$tmp/typo.toml"
 expect 2 "sever.threads" -- --conf "$tmp/typo.toml"
 expect 2 "bbs.boards" -- --set "bbs.boards=../etc" --set "templates.dir=$src/templates" \
   --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" --http 127.0.0.1:0
+# The postgres lock backend needs a DSN that parses; both are said at start (no server needed).
+expect 2 "locks.postgres.dsn" -- --set locks.backend=postgres --set "templates.dir=$src/templates" \
+  --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" --http 127.0.0.1:0
+expect 2 "does not parse" -- --set locks.backend=postgres --set "locks.postgres.dsn=host='oops" \
+  --set "templates.dir=$src/templates" --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" \
+  --http 127.0.0.1:0
+expect 2 "local|postgres" -- --set locks.backend=lockd
+printf '[locks.postgres]\ndns = "host=db1"\n' >"$tmp/pgtypo.toml"
+expect 2 "locks.postgres.dns" -- --conf "$tmp/pgtypo.toml"
 expect 0 "server.threads = 8" -- --conf "$src/conf/kagi.toml" --set server.threads=8 --print-config
 expect 0 "usage: kagi-demo" -- --help
 # Every key of the framework and the mounted apps, with its default, as TOML.

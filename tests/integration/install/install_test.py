@@ -100,7 +100,7 @@ def deb_packages(fail, env, build):
     if "kagi-demo" not in debs or "libkagi-dev" not in debs:
         return
     depends = run(fail, ["dpkg-deb", "-f", debs["kagi-demo"], "Depends"], "dpkg-deb -f")
-    fail.check("libctemplate" in depends and "libc6" in depends,
+    fail.check("libctemplate" in depends and "libc6" in depends and "libpq5" in depends,
                "kagi-demo depends on its runtime libraries: " + depends.strip())
     as_root = os.getuid() == 0
     if not as_root:

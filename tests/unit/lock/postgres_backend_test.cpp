@@ -173,6 +173,21 @@ TEST_F(PostgresBackendTest, AServerThatIsNotThereIsUnavailableAtOnceNotAHang) {
   EXPECT_THROW(r2->exclusive("down/y"), LockUnavailable);
 }
 
+// A role the server refuses (here one that does not exist; a wrong password is refused the
+// same way, before any statement): 503 with the server's reason, not a 500 or a hang.
+TEST_F(PostgresBackendTest, ARefusedLoginIsUnavailableWithTheServersReason) {
+  LockOptions o = options("auth");
+  o.postgres.dsn = pg_->dsn() + " user=nobody_at_all";
+  auto service = LockService::create(o);
+  auto r = request(*service, "r");
+  try {
+    r->exclusive("auth/x", 1s);
+    ADD_FAILURE() << "locked as a role that does not exist";
+  } catch (const LockUnavailable& e) {
+    EXPECT_NE(e.reason().find("nobody_at_all"), std::string::npos) << e.reason();
+  }
+}
+
 // The server stops while a request holds a lock and comes back: the holder's guard is fenced,
 // requests meanwhile get LockUnavailable within their deadline, and locking works again
 // afterwards without a restart of the process.
