@@ -23,9 +23,16 @@ struct AdminState {
   AdminState(App& app)
       : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
         locks_dir(app.locks().options().dir),
+        locks(app.locks().options()),
         publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}) {}
+
+  // This host's registry and stats, and (postgres backend) every host's locks from the server.
+  admin::LockStatus status() const { return admin::collect_status(locks_dir, locks); }
+
   admin::AdminAccess access;
   std::string locks_dir;
+  // The site's lock backend as the workers open it: where the cluster view is read from.
+  lock::LockOptions locks;
   stats::StatsPublisher publisher;
 };
 
@@ -96,12 +103,12 @@ void mount_admin(App& app) {
   r.get("/admin/locks", [state](Request& req, Context& ctx) {
     require_access(*state, req);
     view::Dict dict;
-    admin::fill_dict(admin::collect_status(state->locks_dir), dict);
+    admin::fill_dict(state->status(), dict);
     return no_store(ctx.render("admin/locks.html", dict));
   });
   r.get("/admin/locks.json", [state](Request& req, Context&) {
     require_access(*state, req);
-    return no_store(Response::json(admin::to_json(admin::collect_status(state->locks_dir))));
+    return no_store(Response::json(admin::to_json(state->status())));
   });
   r.post("/admin/locks/revoke", [state](Request& req, Context&) {
     require_access(*state, req);
@@ -109,7 +116,7 @@ void mount_admin(App& app) {
   });
   r.get("/metrics", [state](Request& req, Context&) {
     require_access(*state, req);
-    Response out = Response::text(admin::to_prometheus(admin::collect_status(state->locks_dir)));
+    Response out = Response::text(admin::to_prometheus(state->status()));
     out.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     return no_store(std::move(out));
   });

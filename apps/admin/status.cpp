@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <optional>
 
+#include <kagi/lock/cluster_status.hpp>
 #include <kagi/lock/mode.hpp>
 #include <kagi/util/json.hpp>
 #include <kagi/view/views.hpp>
@@ -91,6 +93,67 @@ void write_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
   w.end_object();
 }
 
+// How long an entry read from the lock server has held or waited, if the server said when it
+// began: it hides a holder's statement times from a role that may not see that session's
+// activity (docs/ADMIN.md), and then `since` is left at the epoch.
+std::optional<int64_t> cluster_for_ms(const lock::RegistryEntry& e,
+                                      std::chrono::system_clock::time_point now) {
+  if (e.since == std::chrono::system_clock::time_point{}) return std::nullopt;
+  return ms_between(e.since, now);
+}
+
+// An entry read from the lock server: no thread, slot, seq or client address there.
+void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
+                         std::chrono::system_clock::time_point now) {
+  const std::optional<int64_t> for_ms = cluster_for_ms(e, now);
+  w.begin_object()
+      .key("host")
+      .value(e.host)
+      .key("pid")
+      .value(e.pid)
+      .key("mode")
+      .value(lock::to_string(e.mode))
+      .key("request_id")
+      .value(e.request_id)
+      .key("method")
+      .value(e.method)
+      .key("path")
+      .value(e.path);
+  if (for_ms) {
+    w.key("since").value(iso_time(unix_ms(e.since))).key("for_ms").value(*for_ms);
+  } else {
+    w.key("since").null().key("for_ms").null();
+  }
+  if (!e.waiting) w.key("long").value(for_ms.value_or(0) >= kLongHold.count());
+  w.end_object();
+}
+
+void write_cluster(util::JsonWriter& w, const ClusterLocks& c,
+                   std::chrono::system_clock::time_point now) {
+  w.begin_object()
+      .key("backend")
+      .value(c.backend)
+      .key("hosts")
+      .value(static_cast<uint64_t>(c.hosts))
+      .key("connections")
+      .value(static_cast<uint64_t>(c.connections))
+      .key("error");
+  if (c.error.empty()) {
+    w.null();
+  } else {
+    w.value(c.error);
+  }
+  w.key("locks").begin_array();
+  for (const LockRow& row : c.locks) {
+    w.begin_object().key("name").value(row.name).key("holders").begin_array();
+    for (const auto& e : row.holders) write_cluster_entry(w, e, now);
+    w.end_array().key("waiters").begin_array();
+    for (const auto& e : row.waiters) write_cluster_entry(w, e, now);
+    w.end_array().end_object();
+  }
+  w.end_array().end_object();
+}
+
 void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
   w.begin_object()
       .key("count")
@@ -134,6 +197,133 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
+// The heading's name for a backend: "postgres" is the server people know as PostgreSQL.
+std::string backend_title(const std::string& backend) {
+  return backend == "postgres" ? "PostgreSQL" : backend;
+}
+
+// The cluster's section of the terminal table; nothing for a one-host backend.
+void cluster_text(const LockStatus& s, std::string& out) {
+  if (!s.cluster) return;
+  const ClusterLocks& c = *s.cluster;
+  out += "\nacross hosts (" + backend_title(c.backend) + ")";
+  if (!c.error.empty()) {
+    out += ": error: cannot read the lock server: " + c.error + "\n";
+    return;
+  }
+  out += " — " + std::to_string(c.hosts) + " host(s), " + std::to_string(c.connections) +
+         " connection(s)\n";
+  if (c.locks.empty()) {
+    out += "no locks held or waited for on any host\n";
+    return;
+  }
+  out += pad("NAME", 28) + pad("STATE", 9) + pad("MODE", 10) + pad("FOR", 10) +
+         pad("HOST/PID", 24) + "REQUEST\n";
+  auto line = [&](const std::string& name, const char* state, const lock::RegistryEntry& e) {
+    const std::optional<int64_t> for_ms = cluster_for_ms(e, s.now);
+    out += pad(name, 27) + " " + pad(state, 9) + pad(std::string(lock::to_string(e.mode)), 10) +
+           pad(for_ms ? format_duration(milliseconds(*for_ms)) : "?", 10) +
+           pad(e.host + "/" + std::to_string(e.pid), 24) +
+           (e.method.empty() ? e.request_id : e.method + " " + e.path + " (" + e.request_id + ")") +
+           "\n";
+  };
+  for (const LockRow& row : c.locks) {
+    for (const auto& e : row.holders) line(row.name, "held", e);
+    for (const auto& e : row.waiters) line(row.holders.empty() ? row.name : "  \\_", "waiting", e);
+  }
+}
+
+// The cluster's section of the page (templates/admin/locks.html, {{#CLUSTER}}): one table row
+// per holder and per waiter, no Revoke form (the server's records have no registry slot).
+void cluster_dict(const LockStatus& s, view::Dict& dict) {
+  if (!s.cluster) return;
+  const ClusterLocks& c = *s.cluster;
+  view::Dict section = dict.add_section("CLUSTER");
+  section.set("BACKEND", backend_title(c.backend));
+  if (!c.error.empty()) {
+    section.add_section("CLUSTER_ERROR").set("ERROR", c.error);
+    return;
+  }
+  view::Dict d = section.add_section("CLUSTER_READ");
+  d.set("HOSTS", static_cast<int64_t>(c.hosts));
+  d.set("CONNECTIONS", static_cast<int64_t>(c.connections));
+  size_t held = 0, waiting = 0;
+  auto add_row = [&](const std::string& name, const lock::RegistryEntry& e) {
+    const std::optional<int64_t> known = cluster_for_ms(e, s.now);
+    const int64_t for_ms = known.value_or(0);
+    view::Dict r = d.add_section("CLUSTER_LOCK");
+    r.set("NAME", name);
+    r.set("STATE", e.waiting ? "waiting" : "held");
+    r.set("MODE", lock::to_string(e.mode));
+    r.set("FOR_MS", for_ms);
+    r.set("FOR", known ? format_duration(milliseconds(for_ms)) : "unknown");
+    r.set("HOST", e.host.empty() ? std::string("—") : e.host);
+    r.set("PID", e.pid);
+    // No route when the statement is not kagi's or hidden from this role (docs/ADMIN.md).
+    r.set("ROUTE", e.method.empty() ? std::string("—") : e.method + " " + e.path);
+    r.set("REQUEST_ID", e.request_id);
+    r.set("ROW_CLASS", !e.waiting && for_ms >= kLongHold.count() ? "long" : "");
+  };
+  for (const LockRow& row : c.locks) {
+    for (const auto& e : row.holders) add_row(row.name, e);
+    for (const auto& e : row.waiters) add_row(row.name, e);
+    held += row.holders.size();
+    waiting += row.waiters.size();
+  }
+  d.set("HELD", static_cast<int64_t>(held));
+  d.set("WAITING_TOTAL", static_cast<int64_t>(waiting));
+  if (c.locks.empty()) d.show_section("NO_CLUSTER_LOCKS");
+}
+
+// Two gauges per `label_name` value: <family>_held and <family>_waiting (locks held and waits
+// in progress right now, `where`).
+void held_waiting_gauges(std::string& out, const std::string& family, const std::string& where,
+                         const std::string& label_name,
+                         const std::map<std::string, std::pair<uint64_t, uint64_t>>& counts) {
+  out += "# HELP " + family + "_held Locks held right now, " + where + ".\n# TYPE " + family +
+         "_held gauge\n";
+  for (const auto& [key, hw] : counts) {
+    out += family + "_held{" + label_name + "=\"" + label(key) + "\"} " + std::to_string(hw.first) +
+           "\n";
+  }
+  out += "# HELP " + family + "_waiting Lock waits in progress, " + where + ".\n# TYPE " + family +
+         "_waiting gauge\n";
+  for (const auto& [key, hw] : counts) {
+    out += family + "_waiting{" + label_name + "=\"" + label(key) + "\"} " +
+           std::to_string(hw.second) + "\n";
+  }
+}
+
+// The lock server's view (only for a backend that spans hosts): whether it could be read and,
+// when it could, the hosts connected and the locks held and waited for per host. Nothing but
+// kagi_cluster_up when it could not: zeros there would claim that nothing is held.
+void cluster_metrics(const ClusterLocks& c, std::string& out) {
+  out +=
+      "# HELP kagi_cluster_up Whether the lock server shared by the hosts could be read (1) or "
+      "not (0).\n"
+      "# TYPE kagi_cluster_up gauge\n"
+      "kagi_cluster_up " +
+      std::string(c.error.empty() ? "1" : "0") + "\n";
+  if (!c.error.empty()) return;
+  out +=
+      "# HELP kagi_cluster_hosts Hosts with a kagi connection to the lock server.\n"
+      "# TYPE kagi_cluster_hosts gauge\n"
+      "kagi_cluster_hosts " +
+      std::to_string(c.hosts) + "\n";
+  out +=
+      "# HELP kagi_cluster_connections Connections of kagi processes to the lock server, in use or "
+      "idle.\n"
+      "# TYPE kagi_cluster_connections gauge\n"
+      "kagi_cluster_connections " +
+      std::to_string(c.connections) + "\n";
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_host;  // host → held, waiting
+  for (const LockRow& row : c.locks) {
+    for (const auto& e : row.holders) ++per_host[e.host].first;
+    for (const auto& e : row.waiters) ++per_host[e.host].second;
+  }
+  held_waiting_gauges(out, "kagi_cluster_locks", "on the lock server, per host", "host", per_host);
+}
+
 }  // namespace
 
 std::string format_duration(milliseconds d) {
@@ -174,8 +364,20 @@ std::vector<LockRow> group_entries(std::vector<lock::RegistryEntry> entries) {
   return rows;
 }
 
-LockStatus collect_status(const std::string& locks_dir) {
+LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions& locks,
+                          milliseconds cluster_timeout) {
   LockStatus s;
+  // The server first: its answer may take up to cluster_timeout, and `now` (what every
+  // for_ms is measured against) must not be older than any `since` read.
+  lock::ClusterStatus cluster = lock::read_cluster_status(locks, cluster_timeout);
+  if (cluster.spans_hosts) {
+    ClusterLocks& c = s.cluster.emplace();
+    c.backend = std::move(cluster.backend);
+    c.hosts = cluster.hosts;
+    c.connections = cluster.connections;
+    c.error = std::move(cluster.error);
+    c.locks = group_entries(std::move(cluster.entries));
+  }
   lock::RegistrySnapshot snap = lock::Registry::read(locks_dir);
   s.now = std::chrono::system_clock::now();
   s.served_by = ::getpid();
@@ -210,8 +412,13 @@ std::string to_json(const LockStatus& s) {
     for (const auto& e : row.waiters) write_entry(w, e, s.now);
     w.end_array().end_object();
   }
-  w.end_array()
-      .key("stats")
+  w.end_array().key("cluster");
+  if (s.cluster) {
+    write_cluster(w, *s.cluster, s.now);
+  } else {
+    w.null();
+  }
+  w.key("stats")
       .begin_object()
       .key("processes")
       .value(static_cast<uint64_t>(s.host.processes))
@@ -321,24 +528,13 @@ std::string to_prometheus(const LockStatus& s) {
     held += row.holders.size();
     waiting += row.waiters.size();
   }
-  out +=
-      "# HELP kagi_lock_held Locks held right now, every process on the host.\n"
-      "# TYPE kagi_lock_held gauge\n";
-  for (const auto& [prefix, hw] : now) {
-    out += "kagi_lock_held{prefix=\"" + label(prefix) + "\"} " + std::to_string(hw.first) + "\n";
-  }
-  out +=
-      "# HELP kagi_lock_waiting Lock waits in progress, every process on the host.\n"
-      "# TYPE kagi_lock_waiting gauge\n";
-  for (const auto& [prefix, hw] : now) {
-    out +=
-        "kagi_lock_waiting{prefix=\"" + label(prefix) + "\"} " + std::to_string(hw.second) + "\n";
-  }
+  held_waiting_gauges(out, "kagi_lock", "every process on the host", "prefix", now);
   out +=
       "# HELP kagi_worker_processes Worker processes with a live lock registry.\n"
       "# TYPE kagi_worker_processes gauge\n"
       "kagi_worker_processes " +
       std::to_string(s.processes) + "\n";
+  if (s.cluster) cluster_metrics(*s.cluster, out);
   out +=
       "# HELP kagi_requests_total Responses sent, per route and status code.\n"
       "# TYPE kagi_requests_total counter\n";
@@ -361,7 +557,11 @@ std::string to_prometheus(const LockStatus& s) {
 std::string to_text(const LockStatus& s) {
   std::string out = "kagi locks at " + iso_time(unix_ms(s.now)) + " — " +
                     std::to_string(s.processes) + " process(es)\n";
-  if (s.locks.empty()) return out + "no locks held or waited for\n";
+  if (s.locks.empty()) {
+    out += "no locks held or waited for\n";
+    cluster_text(s, out);
+    return out;
+  }
   out += pad("NAME", 28) + pad("STATE", 9) + pad("MODE", 10) + pad("FOR", 10) +
          pad("PID/THREAD", 16) + "REQUEST\n";
   auto line = [&](const std::string& name, const char* state, const lock::RegistryEntry& e) {
@@ -373,6 +573,7 @@ std::string to_text(const LockStatus& s) {
     for (const auto& e : row.holders) line(row.name, "held", e);
     for (const auto& e : row.waiters) line(row.holders.empty() ? row.name : "  \\_", "waiting", e);
   }
+  cluster_text(s, out);
   return out;
 }
 
@@ -431,6 +632,7 @@ void fill_dict(const LockStatus& s, view::Dict& dict) {
   dict.set("HELD", static_cast<int64_t>(held));
   dict.set("WAITING_TOTAL", static_cast<int64_t>(waiting));
   if (s.locks.empty()) dict.show_section("NO_LOCKS");
+  cluster_dict(s, dict);
   for (const auto& [prefix, p] : s.host.stats.prefixes) {
     view::Dict r = dict.add_section("STAT");
     r.set("PREFIX", prefix);

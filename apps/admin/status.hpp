@@ -1,12 +1,16 @@
 // admin/status.hpp — the lock status of the host, gathered once and shown four ways: the
 // HTML page (/admin/locks), JSON (/admin/locks.json, schema in docs/ADMIN.md), Prometheus
-// text (/metrics) and the kagi-locks terminal table.
+// text (/metrics) and the kagi-locks terminal table. With a lock backend that several hosts
+// share (postgres), it also carries what every host holds and waits for, read from the lock
+// server.
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <kagi/lock/options.hpp>
 #include <kagi/lock/registry.hpp>
 #include <kagi/stats/host_stats.hpp>
 
@@ -19,11 +23,26 @@ namespace kagi::apps::admin {
 // Holds at least this long are "long" (highlighted on the page, `long: true` in JSON).
 inline constexpr std::chrono::milliseconds kLongHold{1000};
 
+// The most a status read waits for the lock server (connect + one query). A page view served
+// while the server is down or slow takes this long at worst, then shows why it is missing.
+inline constexpr std::chrono::milliseconds kClusterReadTimeout{2000};
+
 // One lock name: who holds it and who queues behind it (oldest wait first).
 struct LockRow {
   std::string name;
   std::vector<lock::RegistryEntry> holders;
   std::vector<lock::RegistryEntry> waiters;
+};
+
+// Every host's holders and waiters, from the lock server the hosts share
+// (kagi/lock/cluster_status.hpp). Entries carry `host` and the kagi process's `pid`; their
+// `thread`, `slot`, `seq` and `client_address` are unknown (so they cannot be revoked here).
+struct ClusterLocks {
+  std::string backend;         // "postgres"
+  size_t hosts = 0;            // distinct kagi hosts connected to the server now
+  size_t connections = 0;      // their connections (in use or idle in a pool)
+  std::string error;           // non-empty: the server could not be read (why); locks is empty
+  std::vector<LockRow> locks;  // ordered as LockStatus::locks
 };
 
 struct LockStatus {
@@ -32,10 +51,17 @@ struct LockStatus {
   size_t processes = 0;        // live registry files
   std::vector<LockRow> locks;  // longest-held first; names with only waiters last
   stats::HostStats host;
+  // Only for a backend whose locks span hosts; absent for `local`, whose locks are all in
+  // `locks` already.
+  std::optional<ClusterLocks> cluster;
 };
 
-// Reads the registry and the stats files under `locks_dir` (every process on the host).
-LockStatus collect_status(const std::string& locks_dir);
+// Reads the registry and the stats files under `locks_dir` (every process on the host) and,
+// when `locks` names a backend shared by several hosts, that backend's server with a
+// connection of its own, waiting at most `cluster_timeout` for it. A server that cannot be
+// read is reported in `cluster->error`; this never throws for it.
+LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions& locks,
+                          std::chrono::milliseconds cluster_timeout = kClusterReadTimeout);
 
 // Groups registry entries by name, ordered as LockStatus::locks.
 std::vector<LockRow> group_entries(std::vector<lock::RegistryEntry> entries);

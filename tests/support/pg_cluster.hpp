@@ -14,10 +14,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
+
+#include <kagi/pg/connection.hpp>
 
 #ifndef KAGI_PGCLUSTER
 #error "define KAGI_PGCLUSTER as the path of tests/support/pgcluster"
@@ -59,6 +63,23 @@ class PgCluster {
   }
   int port() const { return port_; }
   const std::string& dir() const { return dir_; }
+  // The first column of the first row `sql` returns ("" for none), on a connection of its own
+  // (application_name "kagi-test": never counted as a kagi host). Throws std::runtime_error
+  // with the server's reason if the statement fails.
+  std::string value(const std::string& sql) const {
+    using namespace std::chrono_literals;
+    pg::ConnectOptions options;
+    options.dsn = dsn();
+    options.application_name = "kagi-test";
+    std::error_code ec;
+    std::string why;
+    auto conn = pg::Connection::open(options, pg::Clock::now() + 10s, ec, &why);
+    pg::Reply reply;
+    if (!conn || conn->exec(sql, pg::Clock::now() + 10s, reply, &why)) {
+      throw std::runtime_error(sql + ": " + why);
+    }
+    return reply.size() && reply[0].rows() ? std::string(reply[0].get(0, 0)) : "";
+  }
   bool stop() { return run("stop"); }
   bool start() { return run("restart"); }  // the same port again
 

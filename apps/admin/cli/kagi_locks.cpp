@@ -1,12 +1,16 @@
 // kagi-locks: who holds which lock right now, on this host, in a terminal (for ssh sessions).
-// Reads the status registry and the stats files under locks.dir directly; no server needed.
+// Reads the status registry and the stats files under locks.dir directly; no kagi server
+// needed. With locks.backend = "postgres" it also reads every host's locks from the lock
+// server (locks.postgres.dsn), as the admin page does.
 //
 //   kagi-locks [--conf FILE] [--set locks.dir=DIR]... [--json]
 //
-// Exit codes: 0 (also when nothing is held), 2 for a bad command line or config.
+// Exit codes: 0 (also when nothing is held, and when the lock server cannot be read: that is
+// printed as an error line), 2 for a bad command line or config.
 #include <iostream>
 #include <string>
 
+#include <kagi/app/lock_conf.hpp>
 #include <kagi/serve/command_line.hpp>
 #include "admin/status.hpp"
 
@@ -15,7 +19,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: kagi-locks [--conf FILE] [--set section.key=value]... [--json]\n"
     "Prints the locks held and waited for by every kagi process on this host (from\n"
-    "locks.dir); --json prints the /admin/locks.json document instead.\n";
+    "locks.dir) and, with locks.backend = \"postgres\", by every host (from the lock\n"
+    "server); --json prints the /admin/locks.json document instead.\n";
 
 }  // namespace
 
@@ -33,7 +38,8 @@ int main(int argc, char** argv) {
   // The site's conf file names its apps' sections too; only the framework's are read here.
   const kagi::Config conf =
       args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
-  const auto status = kagi::apps::admin::collect_status(conf.get_string("locks.dir"));
+  const auto status =
+      kagi::apps::admin::collect_status(conf.get_string("locks.dir"), kagi::lock_options(conf));
   std::cout << (json ? kagi::apps::admin::to_json(status) + "\n"
                      : kagi::apps::admin::to_text(status));
   return 0;

@@ -84,6 +84,7 @@ ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milli
   const auto deadline = pg::Clock::now() + timeout;
   pg::ConnectOptions connect = options.postgres;
   connect.application_name = "kagi-admin";  // not a lock holder: not counted as a host
+  connect.force_application_name = true;
   std::error_code ec;
   auto conn = pg::Connection::open(connect, deadline, ec, &status.error);
   if (!conn) return status;
@@ -105,7 +106,12 @@ ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milli
     e.waiting = rows.get(r, 2) != "t";
     e.mode = rows.get(r, 3) == "ShareLock" ? Mode::kShared : Mode::kExclusive;
     e.name = rows.is_null(r, 5) ? "#" + std::string(rows.get(r, 4)) : std::string(rows.get(r, 5));
-    if (!parse_comment(rows.get(r, 6), e)) e.request_id = "(not kagi)";
+    if (!parse_comment(rows.get(r, 6), e)) {
+      // Another role's statements are hidden unless this one may read all statistics.
+      e.request_id = rows.get(r, 6) == "<insufficient privilege>"
+                         ? "(hidden: grant pg_read_all_stats to see it)"
+                         : "(not kagi)";
+    }
     if (!rows.is_null(r, 7)) {
       e.since = std::chrono::system_clock::time_point(
           std::chrono::milliseconds(number<int64_t>(rows.get(r, 7))));

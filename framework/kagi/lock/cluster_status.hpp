@@ -27,7 +27,8 @@ struct ClusterStatus {
   // application_name); `name` is "#<key>" for a key kagi_lock_names does not know; `since` is
   // the wait's start for a waiter and, for a holder, the start of its connection's latest
   // statement (the lock's or a later one of the same request). `thread`, `slot`, `seq` are
-  // not known here.
+  // not known here. A session of another role whose statements this role may not read
+  // (pg_read_all_stats) has the request id "(hidden: ...)" and no `since` (the epoch).
   std::vector<RegistryEntry> entries;
   size_t hosts = 0;        // distinct kagi hosts connected now
   size_t connections = 0;  // kagi connections (in use or idle in a pool)

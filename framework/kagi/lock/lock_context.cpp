@@ -294,6 +294,14 @@ std::error_code LockContext::try_acquire_for(std::string_view name, Mode mode, m
   return {};
 }
 
+std::error_code LockContext::listed_twice(std::span<const SetItem> items,
+                                          std::span<const size_t> order, size_t k,
+                                          std::string* why) {
+  if (k == 0 || items[order[k - 1]].name != items[order[k]].name) return {};
+  *why = "'" + std::string(items[order[k]].name) + "' is listed twice in one set";
+  return make_error_code(Errc::kAlreadyHeld);
+}
+
 void LockContext::acquire_set(std::span<const SetItem> items, std::optional<ms> timeout,
                               std::span<detail::HeldLockPtr> held) {
   const auto started = Clock::now();
@@ -310,12 +318,9 @@ void LockContext::acquire_set(std::span<const SetItem> items, std::optional<ms> 
   for (size_t k = 0; k < order.size(); ++k) {
     const SetItem& item = items[order[k]];
     if (item.name.empty()) continue;
-    std::error_code ec;
     std::string why;
-    if (k > 0 && items[order[k - 1]].name == item.name) {
-      ec = make_error_code(Errc::kAlreadyHeld);
-      why = "'" + std::string(item.name) + "' is listed twice in one set";
-    } else {
+    std::error_code ec = listed_twice(items, order, k, &why);
+    if (!ec) {
       ec = acquire_one(item.name, item.mode, Clock::now(), deadline, false, held[order[k]], &why);
     }
     if (ec) {
@@ -341,14 +346,9 @@ void LockContext::acquire_set_at_once(std::span<const SetItem> items, std::span<
   for (size_t k = 0; k < order.size(); ++k) {
     const SetItem& item = items[order[k]];
     if (item.name.empty()) continue;
-    std::error_code ec;
     std::string why;
-    if (k > 0 && items[order[k - 1]].name == item.name) {
-      ec = make_error_code(Errc::kAlreadyHeld);
-      why = "'" + std::string(item.name) + "' is listed twice in one set";
-    } else if (!(ec = validate_name(item.name, &why))) {
-      ec = check_order(item.name, &why);
-    }
+    std::error_code ec = listed_twice(items, order, k, &why);
+    if (!ec && !(ec = validate_name(item.name, &why))) ec = check_order(item.name, &why);
     if (ec) {
       for (detail::HeldLockPtr& h : held) h.reset();  // nothing is held yet
       raise(ec, item.name, started, why);

@@ -168,6 +168,9 @@ class LockContext final : private detail::LockOwner {
     return std::tuple<Gs...>(Gs(std::move(held[I]))...);
   }
 
+  // kAlreadyHeld if the k-th name in canonical `order` equals the one before it.
+  static std::error_code listed_twice(std::span<const SetItem> items, std::span<const size_t> order,
+                                      size_t k, std::string* why);
   // A set in one step of the backend (Session::takes_sets_at_once): `order` is canonical.
   void acquire_set_at_once(std::span<const SetItem> items, std::span<const size_t> order,
                            Clock::time_point started, Clock::time_point deadline,

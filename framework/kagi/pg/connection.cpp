@@ -45,9 +45,13 @@ std::error_code build_params(const ConnectOptions& options, ConnectParams& param
     if (o->val) params.add(o->keyword, o->val);
   }
   PQconninfoFree(parsed);
-  params.add_default("application_name", options.application_name.empty()
-                                             ? default_application_name()
-                                             : options.application_name);
+  const std::string name =
+      options.application_name.empty() ? default_application_name() : options.application_name;
+  if (const int at = params.find("application_name"); at >= 0 && options.force_application_name) {
+    params.values[at] = name;
+  } else {
+    params.add_default("application_name", name);
+  }
   params.add_default("keepalives", "1");
   params.add_default("keepalives_idle", std::to_string(options.keepalives_idle_s));
   params.add_default("keepalives_interval", std::to_string(options.keepalives_interval_s));

@@ -17,8 +17,11 @@
 namespace kagi::pg {
 
 struct ConnectOptions {
-  std::string dsn;                  // libpq connection string or URI; empty = the libpq defaults
-  std::string application_name;     // empty: default_application_name()
+  std::string dsn;               // libpq connection string or URI; empty = the libpq defaults
+  std::string application_name;  // empty: default_application_name()
+  // Use application_name even where the DSN names one (a connection that must not pass for a
+  // lock holder: the admin's).
+  bool force_application_name = false;
   int keepalives_idle_s = 10;       // idle seconds before the first keepalive probe
   int keepalives_interval_s = 3;    // seconds between probes
   int keepalives_count = 3;         // unanswered probes before the peer is declared dead

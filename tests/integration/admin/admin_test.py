@@ -106,6 +106,8 @@ def check_hold_seen_from_other_process(env, fail, port, pids):
         doc, lock = seen
         h, w = lock["holders"][0], lock["waiters"][0]
         fail.equal(doc["processes"], 2, "the registry lists both worker processes")
+        fail.check("cluster" in doc and doc["cluster"] is None,
+                   "the local backend has no cluster view (\"cluster\": null)")
         fail.check(h["pid"] in pids, "holder pid %d is one of the workers %r" % (h["pid"], pids))
         fail.equal((h["mode"], h["method"], h["path"], h["client_address"]),
                    ("exclusive", "GET", "/_test/hold", "127.0.0.1"),
@@ -124,11 +126,15 @@ def check_hold_seen_from_other_process(env, fail, port, pids):
     fail.check(NAME in out.stdout and " held " in out.stdout and " waiting " in out.stdout
                and "GET /_test/hold" in out.stdout,
                "kagi-locks prints the holder and the waiter:\n" + out.stdout)
+    fail.check("across hosts" not in out.stdout,
+               "kagi-locks: no across-hosts section with the local backend")
     out = subprocess.run([LOCKS_BIN, "--set", "locks.dir=" + locks_dir, "--json"],
                          capture_output=True, text=True, timeout=10)
     cli_lock = find_lock(json.loads(out.stdout), NAME) if out.returncode == 0 else None
     fail.check(cli_lock is not None and len(cli_lock["holders"]) == 1,
                "kagi-locks --json shows the held lock")
+    fail.check('"cluster":null' in out.stdout,
+               "kagi-locks --json: no cluster view with the local backend")
 
     r = harness.request(port, "GET", "/admin/locks", headers=AUTH)
     fail.check(r.status == 200 and NAME in r.text() and 'class="waiter"' in r.text(),
@@ -205,6 +211,8 @@ def check_metrics(fail, port):
         fail.check(False, "/metrics parses strictly: %s" % e)
         return
     fail.check(True, "/metrics parses strictly (%d families)" % len(families))
+    fail.equal([f for f in families if f.startswith("kagi_cluster_")], [],
+               "no kagi_cluster_* metrics with the local backend")
     acq = {s[1].get("prefix"): s[2] for s in
            families.get("kagi_lock_acquisitions_total", {"samples": []})["samples"]}
     fail.equal(acq.get(PREFIX), 2.0, "kagi_lock_acquisitions_total{prefix=%r}" % PREFIX)

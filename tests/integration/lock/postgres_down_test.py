@@ -46,6 +46,17 @@ def client(port, path, log, stop):
             log.append((started, time.monotonic() - started, type(e).__name__, None))
 
 
+def served_again(log, since, timeout=15):
+    """When lock pages began to answer 200 again after `since` (20 of them), or None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        recent = [e for e in list(log) if e[0] > since and e[2] == 200]
+        if len(recent) >= 20:
+            return min(e[0] for e in recent)
+    return None
+
+
 def run(env, fail):
     with pgcluster.PgCluster(env) as pg:
         port = harness.free_port()
@@ -70,13 +81,7 @@ def run(env, fail):
         time.sleep(3.0)
         pg.start()
         up_at = time.monotonic()
-        recovered_at = None
-        deadline = up_at + 15
-        while time.monotonic() < deadline and recovered_at is None:
-            time.sleep(0.05)
-            recent = [e for e in list(locked) if e[0] > up_at and e[2] == 200]
-            if len(recent) >= 20:
-                recovered_at = min(e[0] for e in recent)
+        recovered_at = served_again(locked, up_at)
         # The silent server.
         time.sleep(0.5)
         freeze_at = time.monotonic()
@@ -84,13 +89,7 @@ def run(env, fail):
         time.sleep(3.0)
         pg.freeze(signal.SIGCONT)
         thaw_at = time.monotonic()
-        thawed_at = None
-        deadline = thaw_at + 15
-        while time.monotonic() < deadline and thawed_at is None:
-            time.sleep(0.05)
-            recent = [e for e in list(locked) if e[0] > thaw_at and e[2] == 200]
-            if len(recent) >= 20:
-                thawed_at = min(e[0] for e in recent)
+        thawed_at = served_again(locked, thaw_at)
         time.sleep(0.5)
         stop.set()
         for t in threads:

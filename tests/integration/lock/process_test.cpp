@@ -40,6 +40,7 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
     root_ = tmpl;
     if (postgres()) {
       KAGI_NEED_POSTGRES(pg);
+      pg_ = pg;
       dsn_ = pg->dsn();
     }
   }
@@ -61,21 +62,8 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
     return LockService::create(options);
   }
 
-  // The first column of the first row of `sql` (postgres only), on a connection of its own.
-  std::string sql(const std::string& text) {
-    pg::ConnectOptions o;
-    o.dsn = dsn_;
-    o.application_name = "kagi-test";
-    std::error_code ec;
-    std::string why;
-    auto conn = pg::Connection::open(o, pg::Clock::now() + 5s, ec, &why);
-    pg::Reply reply;
-    if (!conn || conn->exec(text, pg::Clock::now() + 5s, reply, &why)) {
-      ADD_FAILURE() << why;
-      return "";
-    }
-    return reply.size() && reply[0].rows() ? std::string(reply[0].get(0, 0)) : "";
-  }
+  // The first column of the first row of `sql` (postgres only).
+  std::string sql(const std::string& text) { return pg_->value(text); }
   std::string key_filter(const std::string& name) {
     return "locktype = 'advisory' AND objsubid = 1 AND ((classid::bigint << 32) | "
            "objid::bigint) = " +
@@ -103,6 +91,7 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::string root_;
+  test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
   int hosts_ = 0;
 };

@@ -26,13 +26,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-pg::ConnectOptions admin_options(const std::string& dsn) {
-  pg::ConnectOptions o;
-  o.dsn = dsn;
-  o.application_name = "kagi-test-admin";
-  return o;
-}
-
 template <typename Pred>
 bool eventually(Pred pred, Clock::duration limit = 10s) {
   const auto deadline = Clock::now() + limit;
@@ -48,6 +41,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (GetParam() == "postgres") {
       KAGI_NEED_POSTGRES(pg);
+      pg_ = pg;
       dsn_ = pg->dsn();
     }
   }
@@ -89,26 +83,11 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   size_t advisory_locks() {
     return sql_count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1");
   }
-  size_t sql_count(const std::string& sql) {
-    std::error_code ec;
-    std::string why;
-    if (!admin_)
-      admin_ = pg::Connection::open(admin_options(dsn_), pg::Clock::now() + 5s, ec, &why);
-    if (!admin_) {
-      ADD_FAILURE() << why;
-      return 0;
-    }
-    pg::Reply reply;
-    if (admin_->exec(sql, pg::Clock::now() + 5s, reply, &why) || reply.size() != 1) {
-      ADD_FAILURE() << why;
-      return 0;
-    }
-    return std::stoul(std::string(reply[0].get(0, 0)));
-  }
+  size_t sql_count(const std::string& sql) { return std::stoul(pg_->value(sql)); }
 
   test_support::TempDir dir_;
+  test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
-  std::unique_ptr<pg::Connection> admin_;
 };
 
 TEST_P(BackendTest, ExclusiveExcludesAnotherHost) {

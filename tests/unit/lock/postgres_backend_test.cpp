@@ -22,13 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-pg::ConnectOptions admin_options(const std::string& dsn) {
-  pg::ConnectOptions o;
-  o.dsn = dsn;
-  o.application_name = "kagi-test-admin";
-  return o;
-}
-
 class PostgresBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -48,25 +41,7 @@ class PostgresBackendTest : public ::testing::Test {
   static std::unique_ptr<LockContext> request(LockService& service, const std::string& id) {
     return service.context({id, "GET", "/test/" + id, "192.0.2.1"});
   }
-  // One row, one column of `sql` on a connection of the test's own.
-  std::string sql(const std::string& text) {
-    std::error_code ec;
-    std::string why;
-    if (!admin_ || admin_->broken()) {
-      admin_ = pg::Connection::open(admin_options(pg_->dsn()), pg::Clock::now() + 5s, ec, &why);
-    }
-    if (!admin_) {
-      ADD_FAILURE() << why;
-      return "";
-    }
-    pg::Reply reply;
-    if (admin_->exec(text, pg::Clock::now() + 5s, reply, &why)) {
-      ADD_FAILURE() << why;
-      return "";
-    }
-    if (reply.size() == 0 || reply[0].rows() == 0) return "";
-    return std::string(reply[0].get(0, 0));
-  }
+  std::string sql(const std::string& text) { return pg_->value(text); }
   int connections_of(const std::string& app_name) {
     return std::stoi(sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'kagi/" +
                          app_name + "/1'"));
@@ -80,7 +55,6 @@ class PostgresBackendTest : public ::testing::Test {
 
   test_support::PgCluster* pg_ = nullptr;
   test_support::TempDir dir_;
-  std::unique_ptr<pg::Connection> admin_;
 };
 
 TEST_F(PostgresBackendTest, ABackendWithoutAUsableDsnRefusesToStart) {
