@@ -16,7 +16,8 @@ KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk libfcgi-dev
   dpkg-dev doxygen postgresql)
 # What scripts/bench needs on top.
-KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev)
+KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev
+  postgresql)
 
 log() { printf '\n== %s\n' "$*"; }
 
