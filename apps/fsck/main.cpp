@@ -15,9 +15,11 @@
 
 #include <kagi/app/lock_conf.hpp>
 #include <kagi/lock/errors.hpp>
+#include <kagi/lock/lock_domain.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/serve/command_line.hpp>
 #include <kagi/store/data_dir.hpp>
+#include <kagi/store/lock_domain_claim.hpp>
 #include "fsck/fsck.hpp"
 
 namespace {
@@ -113,6 +115,13 @@ int main(int argc, char** argv) {
   }
   if (!data) {
     std::cerr << "kagi-fsck: cannot open data.dir '" << dir << "': " << ec.message() << "\n";
+    return 2;
+  }
+  // A repair takes the apps' locks: only in the lock domain the folder is written under.
+  const kagi::store::Status claimed =
+      kagi::store::claim_lock_domain(data->dir(), kagi::lock::lock_domain(lock_options), false);
+  if (!claimed.ok()) {
+    std::cerr << "kagi-fsck: " << claimed.message() << "\n";
     return 2;
   }
   auto ctx =

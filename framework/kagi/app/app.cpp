@@ -8,8 +8,10 @@
 #include <kagi/app/lock_conf.hpp>
 #include <kagi/app/pipeline.hpp>
 #include <kagi/lock/lock_context.hpp>
+#include <kagi/lock/lock_domain.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_dir.hpp>
+#include <kagi/store/lock_domain_claim.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/random.hpp>
 #include <kagi/view/views.hpp>
@@ -46,7 +48,9 @@ std::unique_ptr<lock::LockService> make_lock_service(const Config& conf) {
   }
 }
 
-std::unique_ptr<store::DataDir> open_data_dir(const Config& conf) {
+// Opens data.dir and claims it for this process's lock domain: a folder written under
+// another domain is refused at start (store/lock_domain_claim.hpp).
+std::unique_ptr<store::DataDir> open_data_dir(const Config& conf, const lock::LockOptions& locks) {
   store::DataOptions options;
   options.dir = conf.get_string("data.dir");
   options.fsync = conf.get_string("data.fsync") == "always";
@@ -56,6 +60,9 @@ std::unique_ptr<store::DataDir> open_data_dir(const Config& conf) {
   if (!dir) {
     throw ConfigError("cannot open data.dir '" + options.dir + "': " + ec.message());
   }
+  const store::Status claimed = store::claim_lock_domain(dir->dir(), lock::lock_domain(locks),
+                                                         conf.get_bool("data.adopt_lock_domain"));
+  if (!claimed.ok()) throw ConfigError(claimed.message());
   return dir;
 }
 
@@ -109,7 +116,7 @@ App::App(Config conf)
       settings_(pipeline::Settings::from(conf_)),
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(make_lock_service(conf_)),
-      data_(open_data_dir(conf_)),
+      data_(open_data_dir(conf_, locks_->options())),
       views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"),
                                            conf_.get_string("templates.fallback_dir"))),
       secret_(load_secret(conf_)),

@@ -72,6 +72,9 @@ constexpr std::array kKeys{
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",
             "fsync every commit (crash-durable) or leave it to the kernel"},
+    KeySpec{"data.adopt_lock_domain", kBool, "false", 0, 0, "",
+            "take over a data.dir recorded for another lock domain (a deliberate move, every "
+            "other writer stopped); otherwise such a folder is refused at start"},
     KeySpec{"data.group_readable", kBool, "false", 0, 0, "",
             "new data files 0640 and folders 0750 (group may read) instead of 0600 / 0700"},
     // templates, logging, security

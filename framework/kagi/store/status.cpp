@@ -18,6 +18,8 @@ class StoreCategory : public std::error_category {
         return "record too large";
       case Errc::kCorrupt:
         return "content failed its integrity check";
+      case Errc::kForeignLockDomain:
+        return "data.dir is written by processes of another lock domain";
     }
     return "unknown store error";
   }

@@ -23,10 +23,11 @@ namespace kagi::store {
 // Errors of the storage layer itself (category "kagi.store"). I/O failures keep their errno
 // (std::system_category); a refused fence keeps the lock layer's code.
 enum class Errc {
-  kUnsafePath = 1,  // the path is absolute, has "..", NUL, an empty segment, or a symlink
-  kNotHeld,         // the guard does not hold its lock (released, moved-from, default)
-  kTooLarge,        // a log record over the size limit
-  kCorrupt,         // a file's content failed its check where no recovery is allowed
+  kUnsafePath = 1,     // the path is absolute, has "..", NUL, an empty segment, or a symlink
+  kNotHeld,            // the guard does not hold its lock (released, moved-from, default)
+  kTooLarge,           // a log record over the size limit
+  kCorrupt,            // a file's content failed its check where no recovery is allowed
+  kForeignLockDomain,  // data.dir is written under another lock domain (lock_domain_claim.hpp)
 };
 
 const std::error_category& store_category();

@@ -249,7 +249,8 @@ def check_forbidden_and_off(env, fail, htpasswd):
             ("no admin.htpasswd", ["admin.htpasswd="], 404)):
         port = harness.free_port()
         proc = env.start([env.demo, "--http", "127.0.0.1:%d" % port] +
-                         env.demo_settings(2, extra + ["locks.dir=" + env.path("locks-" + str(want))]),
+                         env.demo_settings(2, extra + ["locks.dir=" + env.path("locks-" + str(want)),
+                                                       "data.dir=" + env.path("data-" + str(want))]),
                          "demo-%d.log" % want)
         harness.wait_for_port(port, proc, "kagi-demo")
         for path in ("/admin/locks", "/admin/locks.json", "/metrics"):

@@ -36,6 +36,16 @@ printf '[sever]\nthreads = 4\n' >"$tmp/typo.toml"
 expect 2 "sever.threads" -- --conf "$tmp/typo.toml"
 expect 2 "bbs.boards" -- --set "bbs.boards=../etc" --set "templates.dir=$src/templates" \
   --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" --http 127.0.0.1:0
+# The run above claimed $tmp/data for its lock domain (locks.dir $tmp/locks). Another locks.dir
+# on the same data.dir is a second lock domain: refused at start, unless adopted on purpose
+# (which then gets as far as the board name again).
+expect 2 "data.adopt_lock_domain" -- --set "bbs.boards=../etc" --set "templates.dir=$src/templates" \
+  --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks2" --http 127.0.0.1:0
+expect 2 "bbs.boards" -- --set "bbs.boards=../etc" --set "templates.dir=$src/templates" \
+  --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks2" --set data.adopt_lock_domain=true \
+  --http 127.0.0.1:0
+expect 2 "it records 'local host=" -- --set "templates.dir=$src/templates" \
+  --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" --http 127.0.0.1:0
 # The postgres lock backend needs a DSN that parses; both are said at start (no server needed).
 expect 2 "locks.postgres.dsn" -- --set locks.backend=postgres --set "templates.dir=$src/templates" \
   --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" --http 127.0.0.1:0

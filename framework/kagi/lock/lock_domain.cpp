@@ -1,0 +1,65 @@
+#include <kagi/lock/lock_domain.hpp>
+
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace kagi::lock {
+namespace {
+
+std::string this_host() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "?";
+  return host;
+}
+
+// host, port and dbname of a DSN as libpq would connect: the DSN's values, else the
+// environment's and libpq's defaults (PQconndefaults), so "dbname=site" and
+// "postgresql:///site" name the same database.
+std::string database_of(const std::string& dsn) {
+  std::string host, port, dbname, user;
+  char* error = nullptr;
+  if (PQconninfoOption* parsed = PQconninfoParse(dsn.c_str(), &error)) {
+    for (PQconninfoOption* o = parsed; o->keyword; ++o) {
+      if (!o->val) continue;
+      const std::string key = o->keyword;
+      if (key == "host" || key == "hostaddr") {
+        if (host.empty() || key == "host") host = o->val;
+      } else if (key == "port") {
+        port = o->val;
+      } else if (key == "dbname") {
+        dbname = o->val;
+      } else if (key == "user") {
+        user = o->val;
+      }
+    }
+    PQconninfoFree(parsed);
+  }
+  PQfreemem(error);
+  if (PQconninfoOption* defaults = PQconndefaults()) {
+    for (PQconninfoOption* o = defaults; o->keyword; ++o) {
+      if (!o->val) continue;
+      const std::string key = o->keyword;
+      if (key == "host" && host.empty()) host = o->val;
+      if (key == "port" && port.empty()) port = o->val;
+      if (key == "user" && user.empty()) user = o->val;
+      if (key == "dbname" && dbname.empty()) dbname = o->val;
+    }
+    PQconninfoFree(defaults);
+  }
+  if (dbname.empty()) dbname = user;  // libpq's rule: the database defaults to the user's name
+  return "host=" + host + " port=" + port + " dbname=" + dbname;
+}
+
+}  // namespace
+
+std::string lock_domain(const LockOptions& options) {
+  if (options.backend == "postgres") return "postgres " + database_of(options.postgres.dsn);
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::weakly_canonical(options.dir, ec);
+  if (ec) dir = std::filesystem::absolute(options.dir, ec);
+  return options.backend + " host=" + this_host() + " dir=" + dir.string();
+}
+
+}  // namespace kagi::lock
