@@ -79,6 +79,7 @@ def run(env, fail):
         pg.stop()
         stopped_at = time.monotonic()
         time.sleep(3.0)
+        restart_at = time.monotonic()  # the server may answer before start() returns
         pg.start()
         up_at = time.monotonic()
         recovered_at = served_again(locked, up_at)
@@ -102,8 +103,8 @@ def run(env, fail):
         return ", ".join("%s: %d" % (k, v) for k, v in sorted(counts.items(), key=str))
 
     before = [e for e in locked if e[0] + e[1] < down_at]
-    during = [e for e in locked if e[0] > stopped_at + 0.2 and e[0] + e[1] < up_at]
-    plain_during = [e for e in plain if e[0] > stopped_at and e[0] + e[1] < up_at]
+    during = [e for e in locked if e[0] > stopped_at + 0.2 and e[0] + e[1] < restart_at]
+    plain_during = [e for e in plain if e[0] > stopped_at and e[0] + e[1] < restart_at]
     # Those that began while frozen, after the requests that were in flight at the freeze.
     frozen = [e for e in locked if e[0] > freeze_at + SLOWEST_BOUND_S and e[0] + e[1] < thaw_at]
     slowest = max(e[1] for e in locked + plain)
