@@ -63,19 +63,25 @@ std::string label(std::string_view v) {
   return out;
 }
 
-void write_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
-                 std::chrono::system_clock::time_point now) {
-  const int64_t for_ms = ms_between(e.since, now);
-  w.begin_object()
-      .key("mode")
+// The mode and the request of a holder or waiter: what local and cluster entries share.
+void write_request_fields(util::JsonWriter& w, const lock::RegistryEntry& e) {
+  w.key("mode")
       .value(lock::to_string(e.mode))
       .key("request_id")
       .value(e.request_id)
       .key("method")
       .value(e.method)
       .key("path")
-      .value(e.path)
-      .key("client_address")
+      .value(e.path);
+}
+
+// A holder or waiter from this host's registry.
+void write_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
+                 std::chrono::system_clock::time_point now) {
+  const int64_t for_ms = ms_between(e.since, now);
+  w.begin_object();
+  write_request_fields(w, e);
+  w.key("client_address")
       .value(e.client_address)
       .key("pid")
       .value(e.pid)
@@ -106,19 +112,8 @@ std::optional<int64_t> cluster_for_ms(const lock::RegistryEntry& e,
 void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
                          std::chrono::system_clock::time_point now) {
   const std::optional<int64_t> for_ms = cluster_for_ms(e, now);
-  w.begin_object()
-      .key("host")
-      .value(e.host)
-      .key("pid")
-      .value(e.pid)
-      .key("mode")
-      .value(lock::to_string(e.mode))
-      .key("request_id")
-      .value(e.request_id)
-      .key("method")
-      .value(e.method)
-      .key("path")
-      .value(e.path);
+  w.begin_object().key("host").value(e.host).key("pid").value(e.pid);
+  write_request_fields(w, e);
   if (for_ms) {
     w.key("since").value(iso_time(unix_ms(e.since))).key("for_ms").value(*for_ms);
   } else {
@@ -126,6 +121,22 @@ void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
   }
   if (!e.waiting) w.key("long").value(for_ms.value_or(0) >= kLongHold.count());
   w.end_object();
+}
+
+// Lock rows as a JSON array: name, holders, waiters, each entry written by `entry`.
+using EntryWriter = void (*)(util::JsonWriter&, const lock::RegistryEntry&,
+                             std::chrono::system_clock::time_point);
+void write_rows(util::JsonWriter& w, const std::vector<LockRow>& rows,
+                std::chrono::system_clock::time_point now, EntryWriter entry) {
+  w.begin_array();
+  for (const LockRow& row : rows) {
+    w.begin_object().key("name").value(row.name).key("holders").begin_array();
+    for (const auto& e : row.holders) entry(w, e, now);
+    w.end_array().key("waiters").begin_array();
+    for (const auto& e : row.waiters) entry(w, e, now);
+    w.end_array().end_object();
+  }
+  w.end_array();
 }
 
 void write_cluster(util::JsonWriter& w, const ClusterLocks& c,
@@ -143,15 +154,9 @@ void write_cluster(util::JsonWriter& w, const ClusterLocks& c,
   } else {
     w.value(c.error);
   }
-  w.key("locks").begin_array();
-  for (const LockRow& row : c.locks) {
-    w.begin_object().key("name").value(row.name).key("holders").begin_array();
-    for (const auto& e : row.holders) write_cluster_entry(w, e, now);
-    w.end_array().key("waiters").begin_array();
-    for (const auto& e : row.waiters) write_cluster_entry(w, e, now);
-    w.end_array().end_object();
-  }
-  w.end_array().end_object();
+  w.key("locks");
+  write_rows(w, c.locks, now, write_cluster_entry);
+  w.end_object();
 }
 
 void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
@@ -403,16 +408,9 @@ std::string to_json(const LockStatus& s) {
       .value(static_cast<uint64_t>(s.processes))
       .key("long_hold_ms")
       .value(static_cast<int64_t>(kLongHold.count()))
-      .key("locks")
-      .begin_array();
-  for (const LockRow& row : s.locks) {
-    w.begin_object().key("name").value(row.name).key("holders").begin_array();
-    for (const auto& e : row.holders) write_entry(w, e, s.now);
-    w.end_array().key("waiters").begin_array();
-    for (const auto& e : row.waiters) write_entry(w, e, s.now);
-    w.end_array().end_object();
-  }
-  w.end_array().key("cluster");
+      .key("locks");
+  write_rows(w, s.locks, s.now, write_entry);
+  w.key("cluster");
   if (s.cluster) {
     write_cluster(w, *s.cluster, s.now);
   } else {

@@ -1,42 +1,29 @@
 #include <kagi/lock/lock_domain.hpp>
 
 #include <libpq-fe.h>
-#include <unistd.h>
 
 #include <filesystem>
 
+#include <kagi/pg/options.hpp>
+#include <kagi/util/process.hpp>
+
 namespace kagi::lock {
 namespace {
-
-std::string this_host() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "?";
-  return host;
-}
 
 // host, port and dbname of a DSN as libpq would connect: the DSN's values, else the
 // environment's and libpq's defaults (PQconndefaults), so "dbname=site" and
 // "postgresql:///site" name the same database.
 std::string database_of(const std::string& dsn) {
   std::string host, port, dbname, user;
-  char* error = nullptr;
-  if (PQconninfoOption* parsed = PQconninfoParse(dsn.c_str(), &error)) {
-    for (PQconninfoOption* o = parsed; o->keyword; ++o) {
-      if (!o->val) continue;
-      const std::string key = o->keyword;
-      if (key == "host" || key == "hostaddr") {
-        if (host.empty() || key == "host") host = o->val;
-      } else if (key == "port") {
-        port = o->val;
-      } else if (key == "dbname") {
-        dbname = o->val;
-      } else if (key == "user") {
-        user = o->val;
-      }
+  pg::DsnSettings settings;
+  if (!pg::parse_dsn(dsn, settings, nullptr)) {
+    for (const auto& [key, value] : settings) {
+      if (key == "host" || (key == "hostaddr" && host.empty())) host = value;
+      if (key == "port") port = value;
+      if (key == "dbname") dbname = value;
+      if (key == "user") user = value;
     }
-    PQconninfoFree(parsed);
   }
-  PQfreemem(error);
   if (PQconninfoOption* defaults = PQconndefaults()) {
     for (PQconninfoOption* o = defaults; o->keyword; ++o) {
       if (!o->val) continue;
@@ -59,7 +46,7 @@ std::string lock_domain(const LockOptions& options) {
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::weakly_canonical(options.dir, ec);
   if (ec) dir = std::filesystem::absolute(options.dir, ec);
-  return options.backend + " host=" + this_host() + " dir=" + dir.string();
+  return options.backend + " host=" + util::host_name() + " dir=" + dir.string();
 }
 
 }  // namespace kagi::lock

@@ -15,40 +15,29 @@ namespace {
 // The keyword/value pairs a connection is opened with: the user's connection string, plus
 // kagi's defaults for what it leaves unset (pg/options.hpp).
 struct ConnectParams {
-  std::vector<std::string> keys, values;
+  DsnSettings settings;
 
-  void add(std::string key, std::string value) {
-    keys.push_back(std::move(key));
-    values.push_back(std::move(value));
-  }
   int find(std::string_view key) const {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (keys[i] == key) return static_cast<int>(i);
+    for (size_t i = 0; i < settings.size(); ++i) {
+      if (settings[i].first == key) return static_cast<int>(i);
     }
     return -1;
   }
   void add_default(const std::string& key, const std::string& value) {
-    if (find(key) < 0) add(key, value);
+    if (find(key) < 0) settings.emplace_back(key, value);
   }
 };
 
 std::error_code build_params(const ConnectOptions& options, ConnectParams& params,
                              std::string* why) {
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(options.dsn.c_str(), &error);
-  if (!parsed) {
-    if (why) *why = "bad connection string: " + std::string(error ? error : "out of memory");
-    PQfreemem(error);
-    return make_error_code(Errc::kBadOptions);
+  if (auto ec = parse_dsn(options.dsn, params.settings, why)) {
+    if (why) *why = "bad connection string: " + *why;
+    return ec;
   }
-  for (PQconninfoOption* o = parsed; o->keyword; ++o) {
-    if (o->val) params.add(o->keyword, o->val);
-  }
-  PQconninfoFree(parsed);
   const std::string name =
       options.application_name.empty() ? default_application_name() : options.application_name;
   if (const int at = params.find("application_name"); at >= 0 && options.force_application_name) {
-    params.values[at] = name;
+    params.settings[at].second = name;
   } else {
     params.add_default("application_name", name);
   }
@@ -66,10 +55,11 @@ std::error_code build_params(const ConnectOptions& options, ConnectParams& param
       " -c tcp_user_timeout=" + std::to_string(options.tcp_user_timeout_ms);
   const int at = params.find("options");
   if (at < 0) {
-    params.add("options", server_side);
-  } else if (params.values[at].find("tcp_keepalives") == std::string::npos &&
-             params.values[at].find("tcp_user_timeout") == std::string::npos) {
-    params.values[at] += " " + server_side;
+    params.settings.emplace_back("options", server_side);
+  } else if (std::string& user = params.settings[at].second;
+             user.find("tcp_keepalives") == std::string::npos &&
+             user.find("tcp_user_timeout") == std::string::npos) {
+    user += " " + server_side;
   }
   return {};
 }
@@ -111,9 +101,9 @@ std::unique_ptr<Connection> Connection::open(const ConnectOptions& options,
   ConnectParams params;
   if ((ec = build_params(options, params, why))) return nullptr;
   std::vector<const char*> keys, values;
-  for (size_t i = 0; i < params.keys.size(); ++i) {
-    keys.push_back(params.keys[i].c_str());
-    values.push_back(params.values[i].c_str());
+  for (const auto& [key, value] : params.settings) {
+    keys.push_back(key.c_str());
+    values.push_back(value.c_str());
   }
   keys.push_back(nullptr);
   values.push_back(nullptr);

@@ -1,7 +1,6 @@
 #include <kagi/pg/options.hpp>
 
 #include <libpq-fe.h>
-#include <unistd.h>
 
 #include <charconv>
 
@@ -10,7 +9,7 @@
 
 namespace kagi::pg {
 
-std::error_code check_dsn(const std::string& dsn, std::string* why) {
+std::error_code parse_dsn(const std::string& dsn, DsnSettings& out, std::string* why) {
   char* error = nullptr;
   PQconninfoOption* parsed = PQconninfoParse(dsn.c_str(), &error);
   if (!parsed) {
@@ -19,15 +18,22 @@ std::error_code check_dsn(const std::string& dsn, std::string* why) {
     PQfreemem(error);
     return make_error_code(Errc::kBadOptions);
   }
+  out.clear();
+  for (PQconninfoOption* o = parsed; o->keyword; ++o) {
+    if (o->val) out.emplace_back(o->keyword, o->val);
+  }
   PQconninfoFree(parsed);
   return {};
 }
 
+std::error_code check_dsn(const std::string& dsn, std::string* why) {
+  DsnSettings ignored;
+  return parse_dsn(dsn, ignored, why);
+}
+
 std::string default_application_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   const std::string pid = std::to_string(util::current_pid());
-  std::string name(host);
+  std::string name = util::host_name();
   // PostgreSQL keeps 63 bytes of application_name; the pid must survive whole.
   const size_t room = 63 - (std::string_view("kagi//").size() + pid.size());
   if (name.size() > room) name.resize(room);

@@ -13,6 +13,8 @@
 
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace kagi::pg {
 
@@ -28,8 +30,13 @@ struct ConnectOptions {
   int tcp_user_timeout_ms = 20000;  // unacknowledged data older than this: the peer is dead
 };
 
-// Empty if `dsn` parses as a libpq connection string; Errc::kBadOptions and, in `why`, libpq's
-// reason otherwise. Connects to nothing.
+// A libpq connection string as keyword/value pairs, in libpq's keyword order.
+using DsnSettings = std::vector<std::pair<std::string, std::string>>;
+
+// The settings `dsn` makes (either form: "host=db1 dbname=site" or "postgresql://db1/site"),
+// or Errc::kBadOptions and, in `why`, libpq's reason. Connects to nothing.
+std::error_code parse_dsn(const std::string& dsn, DsnSettings& out, std::string* why);
+// Empty if `dsn` parses (parse_dsn without the settings).
 std::error_code check_dsn(const std::string& dsn, std::string* why);
 
 // "kagi/<hostname>/<pid>", cut to fit PostgreSQL's 63 bytes (the hostname is shortened).

@@ -70,7 +70,7 @@ void Pool::give_back(std::unique_ptr<Connection> conn) {
   std::vector<std::unique_ptr<Connection>> closing;  // closed after the mutex is let go
   {
     util::MutexLock lock(mu_);
-    if (conn && !conn->broken()) {
+    if (!conn->broken()) {
       conn->idle_since = Clock::now();
       idle_.push_back(std::move(conn));
     } else {
@@ -80,6 +80,15 @@ void Pool::give_back(std::unique_ptr<Connection> conn) {
     }
   }
   freed_.notify_all();
+}
+
+void Pool::discard(std::unique_ptr<Connection> conn) {
+  {
+    util::MutexLock lock(mu_);
+    --open_;
+  }
+  freed_.notify_one();
+  conn.reset();  // closed without the mutex
 }
 
 size_t Pool::open_connections() const {

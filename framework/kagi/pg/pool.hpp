@@ -3,7 +3,7 @@
 //   pg::Pool pool({.connect = {.dsn = "host=db1 dbname=site"}, .max = 16});
 //   auto conn = pool.take(deadline, ec, &why);   // idle one, new one, or wait for one
 //   ...
-//   pool.give_back(std::move(conn));             // broken ones are dropped, freeing a place
+//   pool.give_back(std::move(conn));             // broken ones are closed, freeing a place
 //
 // At most `max` connections exist at once (idle, in use, or being opened). take() waits for a
 // free place until its deadline (Errc::kPoolExhausted then). An idle connection the server
@@ -48,9 +48,12 @@ class Pool {
   // kTimeout / kBadOptions in `ec` and the reason in `why`.
   std::unique_ptr<Connection> take(Clock::time_point deadline, std::error_code& ec,
                                    std::string* why) KAGI_EXCLUDES(mu_);
-  // Returns a taken connection. Null or broken: its place is freed, and the idle connections
-  // are closed too (they most likely broke the same way, e.g. a server restart).
+  // Returns a taken connection for the next take(). A broken one is closed instead and the
+  // idle connections with it (they most likely broke the same way, e.g. a server restart).
   void give_back(std::unique_ptr<Connection> conn) KAGI_EXCLUDES(mu_);
+  // Closes a taken connection that works but must not be used again (its session holds state
+  // that only its end clears), freeing its place.
+  void discard(std::unique_ptr<Connection> conn) KAGI_EXCLUDES(mu_);
 
   size_t max() const { return options_.max; }
   size_t open_connections() const KAGI_EXCLUDES(mu_);

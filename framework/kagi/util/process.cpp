@@ -37,4 +37,10 @@ uint64_t fork_generation() {
   return g_generation.load(std::memory_order_relaxed);
 }
 
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "";
+  return host;
+}
+
 }  // namespace kagi::util

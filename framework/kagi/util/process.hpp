@@ -1,12 +1,13 @@
 // util/process.hpp — this process's pid, and a counter that changes in every child after
 // fork(), without a system call per ask: both are cached and refreshed in the child by a
 // pthread_atfork handler. Per-process caches (buffered random bytes, the lock service's fork
-// check) use them on every request.
+// check) use them on every request. And the host's name, which says where a process runs.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
 
 namespace kagi::util {
 
@@ -15,5 +16,8 @@ pid_t current_pid();
 // Different in a child than in its parent (and than in any earlier process state): a cache
 // that remembers the value it was filled under knows whether it was inherited.
 uint64_t fork_generation();
+
+// gethostname(2); empty if it fails. A system call each time: for start-up, not requests.
+std::string host_name();
 
 }  // namespace kagi::util

@@ -7,18 +7,9 @@
 
 namespace kagi::lock {
 
-std::error_code Session::acquire_set(std::span<SetEntry> entries, Clock::time_point deadline) {
-  for (size_t i = 0; i < entries.size(); ++i) {
-    SetEntry& e = entries[i];
-    std::error_code ec = try_acquire(e.name, e.mode, deadline, e.epoch, e.handle);
-    e.contended = ec == Errc::kTimeout;
-    if (e.contended) ec = acquire(e.name, e.mode, deadline, e.epoch, e.handle, nullptr);
-    if (ec) {
-      while (i-- > 0) release(entries[i].name, entries[i].mode, entries[i].handle);
-      return ec;
-    }
-  }
-  return {};
+std::error_code Session::acquire_set(std::span<SetEntry>, Clock::time_point) {
+  // LockContext takes a set name by name unless takes_sets_at_once() says otherwise.
+  return std::make_error_code(std::errc::operation_not_supported);
 }
 
 std::unique_ptr<Backend> make_backend(const LockOptions& options) {

@@ -61,7 +61,8 @@ class Session {
   // LockContext then hands it sets instead of taking their names one by one.
   virtual bool takes_sets_at_once() const { return false; }
   // Takes every entry (validated, distinct, in canonical order) before `deadline`, all or
-  // nothing: on failure none of them is held. Only called if takes_sets_at_once().
+  // nothing: on failure none of them is held. Only called if takes_sets_at_once() (the
+  // default answers operation_not_supported).
   virtual std::error_code acquire_set(std::span<SetEntry> entries, Clock::time_point deadline);
   // The request ended and nothing is held any more: a remote backend gives its connection
   // back to the pool here.

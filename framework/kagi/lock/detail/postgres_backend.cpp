@@ -23,6 +23,7 @@
 
 #include <kagi/lock/detail/backend.hpp>
 #include <kagi/lock/detail/log.hpp>
+#include <kagi/lock/detail/names.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/errors.hpp>
 #include <kagi/pg/errors.hpp>
@@ -45,7 +46,7 @@ class RegisteredNames {
   static constexpr size_t kMax = 65536;
   bool contains(std::string_view name) const KAGI_EXCLUDES(mu_) {
     util::MutexLock lock(mu_);
-    return names_.count(std::string(name)) != 0;
+    return names_.find(name) != names_.end();  // no copy of the name: this is per acquire
   }
   void add(std::string_view name) KAGI_EXCLUDES(mu_) {
     util::MutexLock lock(mu_);
@@ -59,7 +60,7 @@ class RegisteredNames {
 
  private:
   mutable util::Mutex mu_;
-  std::unordered_set<std::string> names_ KAGI_GUARDED_BY(mu_);
+  std::unordered_set<std::string, NameHash, std::equal_to<>> names_ KAGI_GUARDED_BY(mu_);
 };
 
 class PostgresBackend;
@@ -100,6 +101,12 @@ class PostgresSession : public Session {
                                  Clock::time_point deadline) KAGI_REQUIRES(mu_);
   std::error_code take(std::string_view name, Mode mode, bool wait, Clock::time_point deadline,
                        uint64_t& epoch, void*& handle) KAGI_REQUIRES(mu_);
+  // Pins a connection and runs `attempt` (register the names, build and run one lock
+  // statement), once more on a fresh connection if the pinned one turns out dead while this
+  // request holds nothing on it. A server's refusal comes back as kTimeout (lock_timeout,
+  // deadlock) or kBackend, the statement's answer left in reply_.
+  template <typename Attempt>
+  std::error_code lock_statement(Clock::time_point deadline, Attempt attempt) KAGI_REQUIRES(mu_);
   void unlock(int64_t key, Mode mode, uint64_t generation) const noexcept KAGI_REQUIRES(mu_);
   void drain_pending() const noexcept KAGI_REQUIRES(mu_) KAGI_EXCLUDES(pending_mu_);
   void drop_connection() const noexcept KAGI_REQUIRES(mu_);
@@ -228,6 +235,22 @@ std::string_view unlock_function(Mode mode) {
   return mode == Mode::kShared ? "pg_advisory_unlock_shared" : "pg_advisory_unlock";
 }
 
+// Appends "SELECT <function>(<key>)".
+void append_call(std::string& sql, std::string_view function, int64_t key) {
+  sql += "SELECT ";
+  sql += function;
+  sql += '(';
+  sql += std::to_string(key);
+  sql += ')';
+}
+
+// A lock statement the server refused: its wait ran out (lock_timeout) or it was picked to end
+// a deadlock; anything else is a failure of the backend.
+std::error_code refusal(std::string_view sqlstate) {
+  return make_error_code(sqlstate == kLockTimeout || sqlstate == kDeadlock ? Errc::kTimeout
+                                                                           : Errc::kBackend);
+}
+
 void* handle_of(uint64_t generation) { return reinterpret_cast<void*>(generation); }
 uint64_t generation_of(void* handle) { return reinterpret_cast<uint64_t>(handle); }
 
@@ -243,8 +266,11 @@ void PostgresSession::drop_connection() const noexcept {
   if (!conn_) return;
   backend_.count_active(-static_cast<ptrdiff_t>(held_));
   held_ = 0;
-  backend_.pool().give_back(nullptr);
-  conn_.reset();
+  if (conn_->broken()) {
+    backend_.pool().give_back(std::move(conn_));  // the pool also drops its idle ones
+  } else {
+    backend_.pool().discard(std::move(conn_));  // ending the session releases what it holds
+  }
 }
 
 std::error_code PostgresSession::pin(Clock::time_point deadline) {
@@ -331,42 +357,37 @@ std::error_code PostgresSession::register_names(std::span<const std::string_view
   return {};
 }
 
+template <typename Attempt>
+std::error_code PostgresSession::lock_statement(Clock::time_point deadline, Attempt attempt) {
+  for (int tries = 0;; ++tries) {
+    if (auto ec = pin(deadline)) return ec;
+    const std::error_code ec = attempt();
+    if (ec == Errc::kUnavailable && tries == 0 && held_ == 0 && Clock::now() < deadline) continue;
+    return ec == pg::Errc::kQuery ? refusal(reply_.sqlstate()) : ec;
+  }
+}
+
 std::error_code PostgresSession::take(std::string_view name, Mode mode, bool wait,
                                       Clock::time_point deadline, uint64_t& epoch, void*& handle) {
   drain_pending();
-  // A connection taken from the pool may have died while idle in a way only a statement
-  // shows: one retry on a fresh one, if this request holds nothing on the old one.
-  for (int attempt = 0;; ++attempt) {
-    if (auto ec = pin(deadline)) return ec;
+  const int64_t key = postgres_key(name);
+  const std::error_code ec = lock_statement(deadline, [&]() -> std::error_code {
+    mu_.assert_held();  // run by lock_statement, under mu_
     const std::string_view one[] = {name};
-    std::error_code ec = register_names(one, deadline);
-    if (!ec) {
-      if (wait) {
-        if ((ec = begin_wait(deadline))) return ec;
-      } else {
-        sql_ = comment_;
-      }
-      sql_ += "SELECT ";
-      sql_ += lock_function(mode, wait);
-      sql_ += '(';
-      sql_ += std::to_string(postgres_key(name));
-      sql_ += ')';
-      if (wait) backend_.count_active(1);
-      ec = run(wait ? deadline + backend_.options().postgres_grace : deadline);
-      if (wait) backend_.count_active(-1);
+    if (auto ec = register_names(one, deadline)) return ec;
+    if (!wait) {
+      sql_ = comment_;
+      append_call(sql_, lock_function(mode, false), key);
+      return run(deadline);
     }
-    if (ec == Errc::kUnavailable && attempt == 0 && held_ == 0 && Clock::now() < deadline) {
-      continue;
-    }
-    if (ec == pg::Errc::kQuery) {
-      if (reply_.sqlstate() == kLockTimeout || reply_.sqlstate() == kDeadlock) {
-        return make_error_code(Errc::kTimeout);
-      }
-      return make_error_code(Errc::kBackend);
-    }
-    if (ec) return ec;
-    break;
-  }
+    if (auto ec = begin_wait(deadline)) return ec;
+    append_call(sql_, lock_function(mode, true), key);
+    backend_.count_active(1);
+    const std::error_code ran = run(deadline + backend_.options().postgres_grace);
+    backend_.count_active(-1);
+    return ran;
+  });
+  if (ec) return ec;
   if (!wait && (reply_.size() != 1 || reply_[0].get(0, 0) != "t")) {
     return make_error_code(Errc::kTimeout);
   }
@@ -398,55 +419,44 @@ std::error_code PostgresSession::acquire_set(std::span<SetEntry> entries,
   drain_pending();
   std::vector<std::string_view> names;
   for (const SetEntry& e : entries) names.push_back(e.name);
-  for (int attempt = 0;; ++attempt) {
-    if (auto ec = pin(deadline)) return ec;
-    std::error_code ec = register_names(names, deadline);
-    if (!ec) ec = begin_wait(deadline);
-    if (ec && ec != Errc::kUnavailable) return ec;
-    if (!ec) {
-      // One statement, one round trip: the rows are taken in the order listed (canonical),
-      // each first tried without waiting so that the answer says which ones waited.
-      sql_ +=
-          "SELECT CASE WHEN t.s THEN (CASE WHEN pg_try_advisory_lock_shared(t.k) THEN false "
-          "ELSE (SELECT true FROM (SELECT pg_advisory_lock_shared(t.k)) w) END) "
-          "ELSE (CASE WHEN pg_try_advisory_lock(t.k) THEN false "
-          "ELSE (SELECT true FROM (SELECT pg_advisory_lock(t.k)) w) END) END "
-          "FROM (VALUES ";
-      for (size_t i = 0; i < entries.size(); ++i) {
-        sql_ += i ? ", (" : "(";
-        sql_ += std::to_string(postgres_key(entries[i].name));
-        sql_ += i ? ", " : "::bigint, ";
-        sql_ += entries[i].mode == Mode::kShared ? "true" : "false";
-        sql_ += ')';
-      }
-      sql_ += ") AS t(k, s)";
-      backend_.count_active(static_cast<ptrdiff_t>(entries.size()));
-      ec = run(deadline + backend_.options().postgres_grace);
-      backend_.count_active(-static_cast<ptrdiff_t>(entries.size()));
+  bool refused = false;  // the server ended the statement: some names may have been taken
+  const std::error_code ec = lock_statement(deadline, [&]() -> std::error_code {
+    mu_.assert_held();  // run by lock_statement, under mu_
+    if (auto ec = register_names(names, deadline)) return ec;
+    if (auto ec = begin_wait(deadline)) return ec;
+    // One statement, one round trip: the rows are taken in the order listed (canonical),
+    // each first tried without waiting so that the answer says which ones waited.
+    sql_ +=
+        "SELECT CASE WHEN t.s THEN (CASE WHEN pg_try_advisory_lock_shared(t.k) THEN false "
+        "ELSE (SELECT true FROM (SELECT pg_advisory_lock_shared(t.k)) w) END) "
+        "ELSE (CASE WHEN pg_try_advisory_lock(t.k) THEN false "
+        "ELSE (SELECT true FROM (SELECT pg_advisory_lock(t.k)) w) END) END "
+        "FROM (VALUES ";
+    for (size_t i = 0; i < entries.size(); ++i) {
+      sql_ += i ? ", (" : "(";
+      sql_ += std::to_string(postgres_key(entries[i].name));
+      sql_ += i ? ", " : "::bigint, ";
+      sql_ += entries[i].mode == Mode::kShared ? "true" : "false";
+      sql_ += ')';
     }
-    if (ec == Errc::kUnavailable && attempt == 0 && held_ == 0 && Clock::now() < deadline) {
-      continue;
+    sql_ += ") AS t(k, s)";
+    backend_.count_active(static_cast<ptrdiff_t>(entries.size()));
+    const std::error_code ran = run(deadline + backend_.options().postgres_grace);
+    backend_.count_active(-static_cast<ptrdiff_t>(entries.size()));
+    refused = ran == pg::Errc::kQuery;
+    return ran;
+  });
+  if (refused) {
+    // Session locks outlive the rolled-back statement: give back the ones it took before it
+    // stopped (unlocking one it did not take only answers false).
+    sql_ = comment_;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i) sql_ += "; ";
+      append_call(sql_, unlock_function(entries[i].mode), postgres_key(entries[i].name));
     }
-    if (ec == pg::Errc::kQuery) {
-      // Session locks outlive the rolled-back statement: give back the ones it took before it
-      // stopped (unlocking one it did not take only answers false).
-      const std::string state = reply_.sqlstate();
-      sql_ = comment_;
-      sql_ += "SELECT ";
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (i) sql_ += ", ";
-        sql_ += unlock_function(entries[i].mode);
-        sql_ += '(';
-        sql_ += std::to_string(postgres_key(entries[i].name));
-        sql_ += ')';
-      }
-      (void)run(Clock::now() + backend_.options().timeout);  // a failure drops the connection
-      if (state == kLockTimeout || state == kDeadlock) return make_error_code(Errc::kTimeout);
-      return make_error_code(Errc::kBackend);
-    }
-    if (ec) return ec;
-    break;
+    (void)run(Clock::now() + backend_.options().timeout);  // a failure drops the connection
   }
+  if (ec) return ec;
   if (reply_.size() != 1 || reply_[0].rows() != static_cast<int>(entries.size())) {
     drop_connection();  // an answer we do not understand: let the server release everything
     return failed(make_error_code(Errc::kBackend), "unexpected answer to a lock set");
@@ -466,11 +476,7 @@ void PostgresSession::unlock(int64_t key, Mode mode, uint64_t generation) const 
   if (generation != generation_ || !conn_ || conn_->broken()) return;
   try {
     sql_ = comment_;
-    sql_ += "SELECT ";
-    sql_ += unlock_function(mode);
-    sql_ += '(';
-    sql_ += std::to_string(key);
-    sql_ += ')';
+    append_call(sql_, unlock_function(mode), key);
   } catch (...) {  // out of memory: let the server release it by ending the session
     drop_connection();
     return;
@@ -533,11 +539,11 @@ void PostgresSession::end_request() noexcept {
   util::MutexLock lock(mu_);
   drain_pending();
   if (!conn_) return;
-  if (held_ != 0 || conn_->broken()) {
+  if (held_ != 0) {
     drop_connection();  // something is still held: ending the session releases it
     return;
   }
-  backend_.pool().give_back(std::move(conn_));
+  backend_.pool().give_back(std::move(conn_));  // a broken one is closed there
 }
 
 std::string PostgresSession::last_error() const {
