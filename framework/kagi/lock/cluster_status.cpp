@@ -9,6 +9,7 @@ namespace kagi::lock {
 namespace {
 
 constexpr std::string_view kUndefinedTable = "42P01";
+constexpr std::string_view kInsufficientPrivilege = "42501";
 
 // Holders and waiters of advisory locks taken through a bigint key (objsubid 1) in this
 // database, oldest first.
@@ -90,8 +91,10 @@ ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milli
   if (!conn) return status;
   pg::Reply reply;
   ec = conn->exec(locks_query(true), deadline, reply, &status.error);
-  if (ec == pg::Errc::kQuery && reply.sqlstate() == kUndefinedTable) {
-    ec = conn->exec(locks_query(false), deadline, reply, &status.error);  // no names table yet
+  // No names table yet, or one this role may not read: the locks all the same, without names.
+  if (ec == pg::Errc::kQuery &&
+      (reply.sqlstate() == kUndefinedTable || reply.sqlstate() == kInsufficientPrivilege)) {
+    ec = conn->exec(locks_query(false), deadline, reply, &status.error);
   }
   if (ec || reply.size() != 2) {
     if (!ec) status.error = "unexpected answer from PostgreSQL";
