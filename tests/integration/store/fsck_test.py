@@ -5,7 +5,8 @@ every id stored (before the fix it stopped at the damage, reused ids and its fir
 the log there). kagi-fsck reports the damage (exit 1), repairs it while the site runs (exit
 3: backup beside the log, byte for byte; the log rewritten with the intact records under the
 board's lock), finds nothing afterwards (exit 0), and the running worker serves the repaired
-board with every intact post. Every file below data.dir is 0600, every folder 0700 (the
+board with every intact post. Run with another lock backend than the site's, it refuses
+(exit 2) and repairs nothing. Every file below data.dir is 0600, every folder 0700 (the
 chat's rooms folder, which its watcher makes, included)."""
 
 import os
@@ -89,6 +90,15 @@ def test(env, fail):
     p.close()
     with open(log, "rb") as f:
         fail.check(f.read().startswith(damaged), "the append cut nothing")
+
+    # A repair takes the site's locks in the site's lock backend, not local ones of its own: run
+    # with another backend than the site's (whose server is not even there), it repairs nothing.
+    code, text = fsck(env, "--repair", "--set", "locks.backend=postgres", "--set",
+                      "locks.postgres.dsn=host=127.0.0.1 port=1 dbname=site user=kagi")
+    fail.equal(code, 2, "kagi-fsck --repair in another lock domain than the site's is refused")
+    fail.check("data.adopt_lock_domain" in text, "and says why")
+    with open(log, "rb") as f:
+        fail.check(f.read().startswith(damaged), "nothing was repaired there")
 
     code, text = fsck(env, "--repair")
     fail.equal(code, 3, "kagi-fsck --repair exits 3 when it repaired everything")
