@@ -31,20 +31,20 @@ inline std::unique_ptr<BoardCache> make_board_cache(size_t keep) {
 }
 
 // Reads the board under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
-inline BoardState read_board(BoardCache& cache, const store::DataDir& data,
+inline BoardState read_board(BoardCache& cache, const store::DataStore& data,
                              const lock::Guard& guard, std::string_view board) {
   return cache.read(data, guard, board_log_path(board));
 }
 
 // Appends `post` (its id must be state.last_id + 1); compacts beyond twice `keep`.
-inline void add_post(store::DataDir& data, const lock::ExclusiveGuard& guard,
+inline void add_post(store::DataStore& data, const lock::ExclusiveGuard& guard,
                      std::string_view board, const BoardState& state, const Post& post,
                      size_t keep) {
   store::add_numbered(data, guard, board_log_path(board), state, post, keep);
 }
 
 // Rewrites the board with `posts` (after a delete), keeping last_id.
-inline void replace_posts(store::DataDir& data, const lock::ExclusiveGuard& guard,
+inline void replace_posts(store::DataStore& data, const lock::ExclusiveGuard& guard,
                           std::string_view board, std::span<const Post> posts, int64_t last_id) {
   store::replace_numbered(data, guard, board_log_path(board), posts, last_id);
 }

@@ -14,7 +14,7 @@ std::string flood_path(std::string_view client_tag) {
   return tag_bucket_path("bbs/flood", client_tag);
 }
 
-int64_t flood_wait_s(const store::DataDir& data, const lock::Guard& guard,
+int64_t flood_wait_s(const store::DataStore& data, const lock::Guard& guard,
                      std::string_view client_tag, int64_t now, int64_t interval_s) {
   std::string text = data.read(guard, flood_path(client_tag)).value();
   int64_t wait = 0;
@@ -24,7 +24,7 @@ int64_t flood_wait_s(const store::DataDir& data, const lock::Guard& guard,
   return wait;
 }
 
-void flood_record(store::DataDir& data, const lock::ExclusiveGuard& guard,
+void flood_record(store::DataStore& data, const lock::ExclusiveGuard& guard,
                   std::string_view client_tag, int64_t now, int64_t interval_s) {
   std::string path = flood_path(client_tag);
   std::string old = data.read(guard, path).value();

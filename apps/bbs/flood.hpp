@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include <kagi/lock/guard.hpp>
-#include <kagi/store/data_dir.hpp>
+#include <kagi/store/data_store.hpp>
 
 namespace kagi::apps::bbs {
 
@@ -22,11 +22,11 @@ std::string flood_lock_name(std::string_view client_tag);
 std::string flood_path(std::string_view client_tag);
 
 // Seconds until `client_tag` may post again (0 = now). Reads under `guard`.
-int64_t flood_wait_s(const store::DataDir& data, const lock::Guard& guard,
+int64_t flood_wait_s(const store::DataStore& data, const lock::Guard& guard,
                      std::string_view client_tag, int64_t now, int64_t interval_s);
 
 // Records that `client_tag` posted at `now`; drops entries older than `interval_s`.
-void flood_record(store::DataDir& data, const lock::ExclusiveGuard& guard,
+void flood_record(store::DataStore& data, const lock::ExclusiveGuard& guard,
                   std::string_view client_tag, int64_t now, int64_t interval_s);
 
 }  // namespace kagi::apps::bbs

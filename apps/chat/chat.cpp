@@ -17,8 +17,9 @@
 // chat.max_waiters_per_client: 429 beyond), and only a request that carries the page's CSRF
 // token marks a name present.
 //
-// Wake-ups cross processes through the filesystem the rooms live in (see watcher.hpp): a
-// message appended by any process of the host completes the parked requests of every process.
+// Wake-ups cross processes through the store the rooms live in (see watcher.hpp): a message
+// appended by any process (of any host, with data on PostgreSQL) completes the parked
+// requests of every process.
 #include "chat/chat.hpp"
 
 #include <unistd.h>
@@ -35,7 +36,7 @@
 #include <kagi/http/json_body.hpp>
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
-#include <kagi/store/data_dir.hpp>
+#include <kagi/store/data_store.hpp>
 #include <kagi/util/json.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/utf8.hpp>
@@ -81,7 +82,7 @@ struct Chat {
   std::unique_ptr<chat::RoomCache> cache;  // made once chat.keep is known
   chat::PresenceMemo presence;
   ParkingLot lot;
-  std::unique_ptr<chat::RoomWatcher> watcher;  // null when inotify is unavailable (logged)
+  std::unique_ptr<chat::RoomWatcher> watcher;  // null when the store cannot watch (logged)
 };
 
 constexpr const char* kTimeFormat = "%H:%M";
@@ -472,13 +473,15 @@ void mount_chat(App& app) {
 
   std::error_code ec;
   Chat* raw = c.get();  // the watcher lives inside *c and is stopped by ~Chat
-  auto watcher = std::make_unique<chat::RoomWatcher>(
-      app.data().dir() + "/" + std::string(chat::kRoomsFolder), c->lot,
-      [raw](const std::string& room) { refresh(*raw, room); }, ec, app.data().dir_mode());
+  std::unique_ptr<chat::RoomWatcher> watcher;
+  if (auto feed = app.data().watch(chat::kRoomsFolder, ec)) {
+    watcher = std::make_unique<chat::RoomWatcher>(
+        std::move(feed), chat::kRoomsFolder, c->lot,
+        [raw](const std::string& room) { refresh(*raw, room); }, ec);
+  }
   if (ec) {
     // Without wake-ups a poll cannot wait: it is answered at once (clients poll again).
-    util::log_error("chat: cannot watch " + app.data().dir() + "/" +
-                    std::string(chat::kRoomsFolder) + " (" + ec.message() +
+    util::log_error("chat: cannot watch " + std::string(chat::kRoomsFolder) + " (" + ec.message() +
                     "); long-polls are answered at once");
   } else {
     c->watcher = std::move(watcher);

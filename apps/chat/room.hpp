@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <kagi/lock/guard.hpp>
-#include <kagi/store/data_dir.hpp>
+#include <kagi/store/data_store.hpp>
 #include <kagi/store/numbered_log.hpp>
 #include "chat/message.hpp"
 
@@ -40,13 +40,13 @@ inline std::unique_ptr<RoomCache> make_room_cache(size_t keep) {
 }
 
 // Reads the room under `guard` (shared or exclusive). Throws store::StoreError on I/O errors.
-inline RoomState read_room(RoomCache& cache, const store::DataDir& data, const lock::Guard& guard,
+inline RoomState read_room(RoomCache& cache, const store::DataStore& data, const lock::Guard& guard,
                            std::string_view room) {
   return cache.read(data, guard, room_log_path(room));
 }
 
 // Appends `message` (its id must be state.last_id + 1), compacting as described above.
-inline void add_message(store::DataDir& data, const lock::ExclusiveGuard& guard,
+inline void add_message(store::DataStore& data, const lock::ExclusiveGuard& guard,
                         std::string_view room, const RoomState& state, const Message& message,
                         size_t keep) {
   store::add_numbered(data, guard, room_log_path(room), state, message, keep);

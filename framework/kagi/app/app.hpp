@@ -34,7 +34,7 @@ namespace lock {
 class LockService;
 }
 namespace store {
-class DataDir;
+class DataStore;
 }
 namespace view {
 class Views;
@@ -51,7 +51,7 @@ class App {
   const Config& conf() const { return conf_; }
   const Limits& limits() const { return limits_; }
   lock::LockService& locks() { return *locks_; }
-  store::DataDir& data() { return *data_; }
+  store::DataStore& data() { return *data_; }
   view::Views& views() { return *views_; }
   // The server secret (security.secret_file): the key of every tag an app signs or blinds.
   const util::Secret& secret() const { return secret_; }
@@ -87,7 +87,7 @@ class App {
   pipeline::Settings settings_;
   int retry_after_s_;
   std::unique_ptr<lock::LockService> locks_;
-  std::unique_ptr<store::DataDir> data_;
+  std::unique_ptr<store::DataStore> data_;
   std::unique_ptr<view::Views> views_;
   util::Secret secret_;  // after data_: its default file lives in data.dir
   csrf::Tokens csrf_;

@@ -23,7 +23,7 @@ namespace lock {
 class LockContext;
 }
 namespace store {
-class DataDir;
+class DataStore;
 }
 namespace view {
 class Views;
@@ -66,7 +66,7 @@ class Context {
   Context(App& app, lock::LockContext& locks, std::string request_id, std::string csrf_token);
 
   lock::LockContext& locks;
-  store::DataDir& data;
+  store::DataStore& data;
   view::Views& views;
   const Config& conf;
 

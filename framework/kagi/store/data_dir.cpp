@@ -8,8 +8,10 @@
 
 #include <kagi/store/detail/atomic_commit.hpp>
 #include <kagi/store/detail/file_io.hpp>
+#include <kagi/store/detail/folder_feed.hpp>
 #include <kagi/store/detail/log_append.hpp>
 #include <kagi/store/detail/log_read.hpp>
+#include <kagi/store/detail/make_dirs.hpp>
 #include <kagi/store/detail/temp_cleanup.hpp>
 #include <kagi/store/path.hpp>
 
@@ -18,21 +20,9 @@ namespace kagi::store {
 namespace {
 
 using detail::check_path;
+using detail::make_dirs;
 using detail::open_failed;
 using detail::sys_error;
-
-// mkdir -p with `mode` for the directories it creates (existing ones keep theirs).
-std::error_code make_dirs(const std::string& dir, mode_t mode) {
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    if (dir[pos - 1] == '/') continue;  // "a//b"
-    const std::string part = dir.substr(0, pos);
-    if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) {
-      return {errno, std::system_category()};
-    }
-  }
-  return {};
-}
 
 }  // namespace
 
@@ -199,6 +189,18 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
     return tail;
   }
   return detail::read_records_since(fs_, fd.get(), path, cursor, damage_);
+}
+
+std::unique_ptr<ChangeFeed> DataDir::watch(std::string_view folder, std::error_code& ec) const {
+  std::string prefix(folder);
+  if (!prefix.empty()) {
+    if (path_problem(prefix) != nullptr) {
+      ec = make_error_code(Errc::kUnsafePath);
+      return nullptr;
+    }
+    prefix += '/';
+  }
+  return detail::watch_folder(dir_ + "/" + prefix, prefix, dir_mode_, ec);
 }
 
 }  // namespace kagi::store

@@ -1,4 +1,5 @@
-// store/data_dir.hpp — the data directory (conf data.dir): guarded, crash-safe file storage.
+// store/data_dir.hpp — the data directory (conf data.dir): guarded, crash-safe file storage,
+// the "files" DataStore (data.backend = "files"; store/data_store.hpp has the shared rules).
 //
 // Every access names the lock that protects the data, so the right order is the only one
 // that compiles:
@@ -58,6 +59,7 @@
 #include <vector>
 
 #include <kagi/lock/guard.hpp>
+#include <kagi/store/data_store.hpp>
 #include <kagi/store/detail/damage_report.hpp>
 #include <kagi/store/detail/lock_binding.hpp>
 #include <kagi/store/detail/log_format.hpp>
@@ -76,7 +78,7 @@ struct DataOptions {
   bool group_readable = false;   // data.group_readable: new files 0640 / dirs 0750, not 0600 / 0700
 };
 
-class DataDir {
+class DataDir final : public DataStore {
  public:
   // Creates options.dir if missing (with the directory mode above), opens it, and removes temp
   // files left by processes that died mid-commit. Returns null and sets `ec` on failure. `fs` must
@@ -87,32 +89,34 @@ class DataDir {
 
   DataDir(const DataDir&) = delete;
   DataDir& operator=(const DataDir&) = delete;
-  ~DataDir();
+  ~DataDir() override;
 
   // --- whole files ---------------------------------------------------------------------
 
   // The file's bytes. A missing file reads as empty: for apps "no posts yet" and "empty"
   // are the same state, and a first commit creates it. Use exists() to tell them apart.
-  Result<std::string> read(const lock::Guard& guard, std::string_view path) const;
-  Result<bool> exists(const lock::Guard& guard, std::string_view path) const;
+  Result<std::string> read(const lock::Guard& guard, std::string_view path) const override;
+  Result<bool> exists(const lock::Guard& guard, std::string_view path) const override;
 
   // Atomically replaces the file's content with `bytes` (creating it and its parent
   // directories if needed). On error the old content is intact.
-  Status commit(const lock::ExclusiveGuard& guard, std::string_view path, std::string_view bytes);
+  Status commit(const lock::ExclusiveGuard& guard, std::string_view path,
+                std::string_view bytes) override;
 
   // Removes the file (durably with fsync on). Removing a missing file is not an error.
-  Status remove(const lock::ExclusiveGuard& guard, std::string_view path);
+  Status remove(const lock::ExclusiveGuard& guard, std::string_view path) override;
 
   // --- append-only logs ------------------------------------------------------------------
 
   // Appends one record (any bytes, up to 16 MiB) to the log, creating it if needed. When
   // append() returns ok, the record survives a crash (with fsync on, a power loss too).
-  Status append(const lock::ExclusiveGuard& guard, std::string_view path, std::string_view record);
+  Status append(const lock::ExclusiveGuard& guard, std::string_view path,
+                std::string_view record) override;
 
   // Atomically replaces the whole log with `records` (compaction, deletions): a crash leaves
   // the old log or the new one. Same fencing and errors as commit().
   Status rewrite_log(const lock::ExclusiveGuard& guard, std::string_view path,
-                     const std::vector<std::string>& records);
+                     const std::vector<std::string>& records) override;
 
   // The log's records, oldest first; at most the last `last_n`. A torn tail (a crash
   // mid-append) is skipped; so is a damaged span in the middle (reported once per process),
@@ -120,7 +124,7 @@ class DataDir {
   // a kagi log is refused (Errc::kCorrupt) rather than misread.
   Result<std::vector<std::string>> read_log(
       const lock::Guard& guard, std::string_view path,
-      size_t last_n = std::numeric_limits<size_t>::max()) const;
+      size_t last_n = std::numeric_limits<size_t>::max()) const override;
 
   // The records appended since `cursor` (from an earlier call; a default cursor reads the
   // whole log), and the cursor moved past them. When the log was replaced, shrank or
@@ -128,10 +132,15 @@ class DataDir {
   // This makes a reader that keeps what it decoded cost O(new records) per read instead of
   // O(log). On error the cursor is unchanged.
   Result<LogTail> read_log_since(const lock::Guard& guard, std::string_view path,
-                                 LogCursor& cursor) const;
+                                 LogCursor& cursor) const override;
+
+  // An inotify watch on the folder (created if missing): appends, commits and compactions
+  // of this host's processes. Not for NFS (no events there: callers re-read on a timer too).
+  std::unique_ptr<ChangeFeed> watch(std::string_view folder, std::error_code& ec) const override;
+  std::string_view backend() const override { return "files"; }
 
   const std::string& dir() const { return dir_; }
-  bool fsync_enabled() const { return fsync_; }
+  bool fsync_enabled() const override { return fsync_; }
   // The modes new files and folders get (0600 / 0700, or 0640 / 0750 with group_readable);
   // for code that creates folders below dir() itself (the chat's watcher).
   mode_t file_mode() const { return file_mode_; }
@@ -139,7 +148,7 @@ class DataDir {
   // Temp files removed by open() (left by processes that died mid-commit).
   size_t cleaned_temp_files() const { return cleaned_; }
   // How many times a file was touched under a different lock than before (each is logged).
-  uint64_t lock_mismatches() const { return bindings_.mismatches(); }
+  uint64_t lock_mismatches() const override { return bindings_.mismatches(); }
   // Damaged spans found in the middle of logs by this DataDir (each counted and logged once;
   // also in store::damage_log()).
   uint64_t damaged_spans() const { return damage_.reported(); }

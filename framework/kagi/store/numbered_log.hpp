@@ -31,7 +31,7 @@
 #include <vector>
 
 #include <kagi/lock/guard.hpp>
-#include <kagi/store/data_dir.hpp>
+#include <kagi/store/data_store.hpp>
 #include <kagi/store/record_fields.hpp>
 #include <kagi/util/mutex.hpp>
 #include <kagi/util/thread_annotations.hpp>
@@ -67,7 +67,7 @@ class NumberedLogCache {
 
   // Reads the log at `path` under `guard` (shared or exclusive). Throws store::StoreError on
   // I/O errors.
-  NumberedLog<Item> read(const DataDir& data, const lock::Guard& guard, std::string_view path) {
+  NumberedLog<Item> read(const DataStore& data, const lock::Guard& guard, std::string_view path) {
     std::shared_ptr<Entry> entry = entry_for(path, guard.name());
     if (!entry) {
       // An unusual caller (another lock than this file's usual one, or a flood of paths):
@@ -182,7 +182,7 @@ class NumberedLogCache {
 
 // Rewrites the log with `items`, keeping `last_id` (after a delete, or to compact).
 template <typename Item>
-void replace_numbered(DataDir& data, const lock::ExclusiveGuard& guard, std::string_view path,
+void replace_numbered(DataStore& data, const lock::ExclusiveGuard& guard, std::string_view path,
                       std::span<const Item> items, int64_t last_id) {
   std::vector<std::string> records;
   records.reserve(items.size() + 1);
@@ -194,7 +194,7 @@ void replace_numbered(DataDir& data, const lock::ExclusiveGuard& guard, std::str
 // Adds `item` (its id must be log.last_id + 1), compacting as described above. `log` was
 // read under `guard`.
 template <typename Item>
-void add_numbered(DataDir& data, const lock::ExclusiveGuard& guard, std::string_view path,
+void add_numbered(DataStore& data, const lock::ExclusiveGuard& guard, std::string_view path,
                   const NumberedLog<Item>& log, const Item& item, size_t keep) {
   if (log.records + 1 <= 2 * keep) {
     data.append(guard, path, encode(item)).check();

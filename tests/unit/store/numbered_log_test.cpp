@@ -1,5 +1,7 @@
 #include <kagi/store/numbered_log.hpp>
 
+#include <kagi/store/data_dir.hpp>
+
 #include <gtest/gtest.h>
 
 #include <fstream>

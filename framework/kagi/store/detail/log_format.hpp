@@ -19,12 +19,13 @@
 #include <string_view>
 #include <vector>
 
+#include <kagi/store/log_cursor.hpp>
+
 namespace kagi::store::detail {
 
 inline constexpr std::string_view kLogMagic = "KAGILOG1";
 inline constexpr size_t kRecordHeader = 8;
-// Records above this are refused (Errc::kTooLarge): a log is for many small records.
-inline constexpr size_t kMaxRecord = 16u << 20;
+using store::kMaxRecord;  // store/log_cursor.hpp
 
 // Appends the framed `payload` to `out`.
 void encode_record(std::string& out, std::string_view payload);
