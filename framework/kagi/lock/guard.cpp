@@ -64,6 +64,11 @@ bool Guard::held() const {
   return held_ && held_->owner != nullptr && !held_->revoked.load(std::memory_order_acquire);
 }
 
+std::error_code with_lock_connection(const Guard& guard, const ConnectionWork& work) {
+  if (!guard.held_ || !guard.held_->owner) return make_error_code(Errc::kReleased);
+  return guard.held_->owner->with_connection(*guard.held_, work);
+}
+
 std::error_code Guard::verify() const {
   if (!held_ || !held_->owner) return make_error_code(Errc::kReleased);
   return held_->owner->verify(*held_);

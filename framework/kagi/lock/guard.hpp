@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -19,7 +20,21 @@
 #include <kagi/lock/errors.hpp>
 #include <kagi/lock/mode.hpp>
 
+namespace kagi::pg {
+class Connection;
+}
+
 namespace kagi::lock {
+
+// Set in an epoch that orders nothing beyond this process (see Guard::epoch).
+inline constexpr uint64_t kUnorderedEpoch = uint64_t{1} << 63;
+inline bool epoch_is_ordered(uint64_t epoch) { return epoch != 0 && !(epoch & kUnorderedEpoch); }
+
+// Work run on the database connection that holds a lock (lock/lock_connection.hpp).
+using ConnectionWork = std::function<std::error_code(pg::Connection&)>;
+
+class Guard;
+std::error_code with_lock_connection(const Guard& guard, const ConnectionWork& work);
 
 namespace detail {
 struct HeldLock;  // one held lock: owned by its guard, listed by its LockContext
@@ -45,8 +60,11 @@ class Guard {
   // The lock's validated name, e.g. "bbs/board/3". Empty for a default-constructed guard.
   const std::string& name() const;
   Mode mode() const;
-  // Fencing epoch handed out by the backend at acquire time: strictly increasing per name for
-  // lease backends; for `local` a process-unique counter.
+  // Fencing epoch handed out by the backend at acquire time. An ordered epoch
+  // (epoch_is_ordered: postgres exclusive grants, from a server sequence) is larger than every
+  // epoch granted on the same name before, by any process of any host, so storage can refuse a
+  // writer older than one that already wrote. Otherwise (kUnorderedEpoch set: `local`, shared
+  // grants) it only tells this process's grants apart.
   uint64_t epoch() const;
 
   // True while this guard holds its lock (false after release(), after the request ended,
@@ -64,6 +82,7 @@ class Guard {
   explicit operator bool() const { return held(); }
 
  private:
+  friend std::error_code with_lock_connection(const Guard& guard, const ConnectionWork& work);
   detail::HeldLockPtr held_;
 };
 

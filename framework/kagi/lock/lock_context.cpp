@@ -170,6 +170,21 @@ std::error_code LockContext::verify(const detail::HeldLock& held) const noexcept
   return session_->verify(held.name, held.epoch, held.handle);
 }
 
+std::error_code LockContext::with_connection(const detail::HeldLock& held,
+                                             const ConnectionWork& work) {
+  if (held.owner != this) return make_error_code(Errc::kReleased);
+  void* handle = nullptr;
+  {
+    util::MutexLock lock(mu_);
+    if (held.revoked.load(std::memory_order_relaxed)) return make_error_code(Errc::kRevoked);
+    handle = held.handle;
+  }
+  // Not under mu_: the work is a whole statement, and the watchdog must not wait for it. A
+  // revocation meanwhile is queued by the session until the work is done, so the lock still
+  // protects what the work writes.
+  return session_->with_connection(handle, work);
+}
+
 size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_before,
                                std::vector<std::string>& log) noexcept {
   Registry* registry = core_.registry.get();

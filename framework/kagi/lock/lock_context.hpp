@@ -201,6 +201,8 @@ class LockContext final : private detail::LockOwner {
   // detail::LockOwner: for the guards and the service's watchdog.
   void release(detail::HeldLock& held) noexcept override KAGI_EXCLUDES(mu_);
   std::error_code verify(const detail::HeldLock& held) const noexcept override KAGI_EXCLUDES(mu_);
+  std::error_code with_connection(const detail::HeldLock& held, const ConnectionWork& work) override
+      KAGI_EXCLUDES(mu_);
   size_t revoke_due(Clock::time_point now, Clock::time_point overdue_before,
                     std::vector<std::string>& log) noexcept override KAGI_EXCLUDES(mu_);
   void revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <kagi/lock/lock_connection.hpp>
+
 #include "service_fixture.hpp"
 
 namespace kagi::lock {
@@ -19,6 +21,22 @@ TEST_F(GuardTest, DefaultGuardHoldsNothing) {
   EXPECT_EQ(g.epoch(), 0u);
   EXPECT_EQ(g.verify(), Errc::kReleased);
   g.release();  // harmless
+}
+
+// Local locks live on no connection, and their epochs order nothing beyond the process: storage
+// must neither try to commit "on the lock's connection" nor stamp their epochs.
+TEST_F(GuardTest, ALocalGuardHasNoConnectionAndAnUnorderedEpoch) {
+  auto ctx = request("r");
+  ExclusiveGuard g = ctx->exclusive("a/local");
+  EXPECT_FALSE(epoch_is_ordered(g.epoch()));
+  bool ran = false;
+  EXPECT_EQ(with_lock_connection(g,
+                                 [&](pg::Connection&) {
+                                   ran = true;
+                                   return std::error_code();
+                                 }),
+            std::errc::operation_not_supported);
+  EXPECT_FALSE(ran);
 }
 
 TEST_F(GuardTest, ReleaseOnScopeExitAndIdempotentRelease) {

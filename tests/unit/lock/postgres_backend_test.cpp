@@ -12,6 +12,7 @@
 
 #include <kagi/lock/cluster_status.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
+#include <kagi/lock/lock_connection.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
 #include "../support/pg_cluster.hpp"
@@ -350,6 +351,75 @@ TEST_F(PostgresBackendTest, AHostilePathCannotEscapeTheStatementComment) {
   EXPECT_EQ(status.entries[0].path, path);
   EXPECT_EQ(status.entries[0].request_id, "id*/");
   EXPECT_NE(sql("SELECT count(*) FROM kagi_lock_names"), "");
+}
+
+// Exclusive epochs come from the server: a later holder of a name, in another process (here
+// another service), has a larger one, and so has every exclusive guard of a set. Shared epochs
+// order nothing. Storage relies on this to refuse a stale writer (store/pg_data_store.hpp).
+TEST_F(PostgresBackendTest, ExclusiveEpochsGrowAcrossProcessesAndSharedOnesAreUnordered) {
+  auto a = LockService::create(options("epocha"));
+  auto b = LockService::create(options("epochb"));
+  uint64_t first = 0;
+  {
+    auto r = request(*a, "first");
+    auto g = r->exclusive("epoch/x");
+    first = g.epoch();
+    EXPECT_TRUE(epoch_is_ordered(first)) << first;
+  }
+  auto r = request(*b, "second");
+  auto g = r->exclusive("epoch/x");
+  EXPECT_TRUE(epoch_is_ordered(g.epoch()));
+  EXPECT_GT(g.epoch(), first);
+  auto [s1, s2] = r->exclusive_set({"epoch/s1", "epoch/s2"});
+  EXPECT_TRUE(epoch_is_ordered(s1.epoch()));
+  EXPECT_GT(s1.epoch(), g.epoch());
+  EXPECT_NE(s1.epoch(), s2.epoch());
+  auto shared = r->shared("epoch/shared");
+  EXPECT_FALSE(epoch_is_ordered(shared.epoch()));
+  auto t = request(*a, "try")->try_exclusive("epoch/t");
+  ASSERT_TRUE(t);
+  EXPECT_GT(t->epoch(), s2.epoch());
+}
+
+// Storage's way to commit where the lock lives: the work runs on the very connection (server
+// process) that holds the lock; once that connection is gone the work does not run at all.
+TEST_F(PostgresBackendTest, WorkRunsOnTheLocksOwnConnectionAndNotOnceItIsGone) {
+  auto service = LockService::create(options("conn"));
+  auto r = request(*service, "conn");
+  auto guard = r->exclusive("conn/x");
+  std::string pid;
+  std::error_code ec = with_lock_connection(guard, [&](pg::Connection& conn) {
+    pid = std::to_string(conn.server_pid());
+    return std::error_code();
+  });
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(pid, holder_pid("conn/x"));
+
+  EXPECT_EQ(sql("SELECT pg_terminate_backend(" + pid + ")"), "t");
+  std::this_thread::sleep_for(100ms);
+  bool ran = false;
+  ec = with_lock_connection(guard, [&](pg::Connection& conn) {
+    ran = true;
+    pg::Reply reply;
+    return conn.exec("SELECT 1", pg::Clock::now() + 2s, reply, nullptr);
+  });
+  // Either the session saw the connection dead before the work, or the work's statement
+  // failed on it: in both cases nothing ran on the server, and the guard is fenced.
+  EXPECT_TRUE(ec) << "work ran on a terminated connection";
+  if (!ran) {
+    EXPECT_EQ(ec, Errc::kFenceLost);
+  }
+  EXPECT_EQ(guard.verify(), Errc::kFenceLost);
+  ran = false;
+  ec = with_lock_connection(guard, [&](pg::Connection&) {
+    ran = true;
+    return std::error_code();
+  });
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(ec, Errc::kFenceLost);
+  guard.release();
+  EXPECT_EQ(with_lock_connection(guard, [](pg::Connection&) { return std::error_code(); }),
+            Errc::kReleased);
 }
 
 }  // namespace

@@ -12,6 +12,10 @@ std::error_code Session::acquire_set(std::span<SetEntry>, Clock::time_point) {
   return std::make_error_code(std::errc::operation_not_supported);
 }
 
+std::error_code Session::with_connection(void*, const ConnectionWork&) {
+  return std::make_error_code(std::errc::operation_not_supported);  // no connection holds it
+}
+
 std::unique_ptr<Backend> make_backend(const LockOptions& options) {
   if (options.backend == "local") return make_local_backend(options);
   if (options.backend == "postgres") {

@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include <kagi/lock/clock.hpp>
+#include <kagi/lock/guard.hpp>
 #include <kagi/lock/holder_info.hpp>
 #include <kagi/lock/mode.hpp>
 #include <kagi/lock/options.hpp>
@@ -64,6 +65,11 @@ class Session {
   // nothing: on failure none of them is held. Only called if takes_sets_at_once() (the
   // default answers operation_not_supported).
   virtual std::error_code acquire_set(std::span<SetEntry> entries, Clock::time_point deadline);
+  // Runs `work` on the connection that holds the lock behind `handle` and returns its result:
+  // storage commits there, so a lost lock (a dead connection) cannot commit. Errc::kFenceLost
+  // if that connection is gone; std::errc::operation_not_supported (the default) for a backend
+  // that holds locks on no connection.
+  virtual std::error_code with_connection(void* handle, const ConnectionWork& work);
   // The request ended and nothing is held any more: a remote backend gives its connection
   // back to the pool here.
   virtual void end_request() noexcept {}

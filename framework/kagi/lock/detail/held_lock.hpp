@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <kagi/lock/clock.hpp>
+#include <kagi/lock/guard.hpp>
 #include <kagi/lock/mode.hpp>
 
 namespace kagi::lock {
@@ -32,6 +33,8 @@ class LockOwner {
   virtual void release(HeldLock& held) noexcept = 0;
   // Empty if `held` is still granted; Errc::kReleased / kRevoked / kFenceLost otherwise.
   virtual std::error_code verify(const HeldLock& held) const noexcept = 0;
+  // Runs `work` on the connection holding `held` (lock/lock_connection.hpp).
+  virtual std::error_code with_connection(const HeldLock& held, const ConnectionWork& work) = 0;
   // The watchdog's pass: revokes each lock held since before `overdue_before`, or asked to be
   // revoked through the registry, adding a log line for each to `log` (written once no mutex
   // is held). Returns how many it revoked.

@@ -11,8 +11,12 @@ namespace kagi::lock {
 namespace {
 
 // Local locks cannot be lost while held (the kernel keeps them until release or death), so
-// the epoch only has to tell grants apart: a process-wide counter.
+// the epoch only has to tell grants apart: a process-wide counter, marked unordered.
 std::atomic<uint64_t> g_epoch{0};
+
+uint64_t next_epoch() {
+  return (g_epoch.fetch_add(1, std::memory_order_relaxed) + 1) | kUnorderedEpoch;
+}
 
 class LocalBackend;
 
@@ -24,7 +28,7 @@ class LocalSession : public Session {
                           uint64_t& epoch, void*& handle, bool* contended) override {
     LockTable::Grant grant;
     if (auto ec = table_.acquire(name, mode, deadline, grant, contended)) return ec;
-    epoch = g_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+    epoch = next_epoch();
     handle = grant.entry;
     return {};
   }
@@ -32,7 +36,7 @@ class LocalSession : public Session {
                               void*& handle) override {
     LockTable::Grant grant;
     if (auto ec = table_.try_acquire(name, mode, grant)) return ec;
-    epoch = g_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+    epoch = next_epoch();
     handle = grant.entry;
     return {};
   }

@@ -10,6 +10,11 @@
 // like the local backend refuses two names on one lock file) and lets the admin page show
 // names for other hosts' locks.
 //
+// Fencing epochs: an exclusive grant's epoch comes from the sequence kagi_lock_epochs, read
+// in the same statement as the lock, so it is larger than the epoch of every earlier grant of
+// the name on any host (lock/guard.hpp). Without the sequence (a role that may not create it)
+// epochs are this process's counter, marked unordered, and storage fences by connection only.
+//
 // Waits run in the server: `SET lock_timeout` to the time left, then pg_advisory_lock; the
 // server ends the wait at the deadline with SQLSTATE 55P03 (and a deadlock with 40P01 after
 // deadlock_timeout), both a timeout here. The client waits for the answer until the deadline
@@ -79,6 +84,7 @@ class PostgresSession : public Session {
                          void* handle) const noexcept override;
   bool takes_sets_at_once() const override { return true; }
   std::error_code acquire_set(std::span<SetEntry> entries, Clock::time_point deadline) override;
+  std::error_code with_connection(void* handle, const ConnectionWork& work) override;
   void end_request() noexcept override;
   std::string last_error() const override;
 
@@ -145,6 +151,10 @@ class PostgresBackend : public Backend {
   pg::Pool& pool() { return pool_; }
   RegisteredNames& registered() { return registered_; }
   bool names_table() const { return names_table_.load(std::memory_order_relaxed); }
+  // Whether kagi_lock_epochs is there to number exclusive grants (see above).
+  bool epoch_sequence() const {
+    return names_table() && table_ready_.load(std::memory_order_relaxed);
+  }
   // The table cannot be made or written (no privilege): go on without it, said once.
   void lose_names_table(const std::string& why) {
     if (names_table_.exchange(false)) {
@@ -152,10 +162,14 @@ class PostgresBackend : public Backend {
                 "); lock names of other hosts will not be shown and name collisions are "
                 "checked within each process only. Create it as the site's database owner: "
                 "CREATE UNLOGGED TABLE kagi_lock_names (key bigint PRIMARY KEY, name text NOT "
-                "NULL); GRANT SELECT, INSERT ON kagi_lock_names TO <kagi's role>;");
+                "NULL); CREATE SEQUENCE kagi_lock_epochs; GRANT SELECT, INSERT ON kagi_lock_names "
+                "TO <kagi's role>; GRANT USAGE ON kagi_lock_epochs TO <kagi's role>;");
     }
   }
-  uint64_t next_epoch() { return epoch_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // An unordered epoch, for shared grants and when the sequence is missing.
+  uint64_t next_epoch() {
+    return (epoch_.fetch_add(1, std::memory_order_relaxed) + 1) | kUnorderedEpoch;
+  }
   void count_active(ptrdiff_t delta) {
     active_.fetch_add(static_cast<size_t>(delta), std::memory_order_relaxed);
   }
@@ -170,8 +184,9 @@ class PostgresBackend : public Backend {
     };
     return p;
   }
-  // On each new connection, while the table is not known to exist: create it (serialised
-  // between processes by a transaction lock, as CREATE ... IF NOT EXISTS alone can race).
+  // On each new connection, while the table is not known to exist: create it and the epoch
+  // sequence (serialised between processes by a transaction lock, as CREATE ... IF NOT EXISTS
+  // alone can race). The sequence is logged: after a crash it must not count again from 1.
   // A new connection may also follow a server restart, which empties an unlogged table, so
   // the names this process registered are registered again.
   void prepare(pg::Connection& conn, Clock::time_point deadline) {
@@ -182,7 +197,8 @@ class PostgresBackend : public Backend {
     const std::error_code ec = conn.exec(
         "SELECT pg_advisory_xact_lock(1801545577, 1); "
         "CREATE UNLOGGED TABLE IF NOT EXISTS kagi_lock_names "
-        "(key bigint PRIMARY KEY, name text NOT NULL)",
+        "(key bigint PRIMARY KEY, name text NOT NULL); "
+        "CREATE SEQUENCE IF NOT EXISTS kagi_lock_epochs",
         deadline, reply, &why);
     if (!ec) {
       table_ready_.store(true, std::memory_order_relaxed);
@@ -249,6 +265,20 @@ void append_call(std::string& sql, std::string_view function, int64_t key) {
 std::error_code refusal(std::string_view sqlstate) {
   return make_error_code(sqlstate == kLockTimeout || sqlstate == kDeadlock ? Errc::kTimeout
                                                                            : Errc::kBackend);
+}
+
+// The second column of a lock statement that drew an epoch.
+constexpr std::string_view kNextEpoch = ", nextval('kagi_lock_epochs')";
+
+// The epoch in `row`, `column` of the reply's first statement; 0 if there is none.
+uint64_t epoch_from(const pg::Reply& reply, int row, int column) {
+  if (reply.size() == 0 || reply[0].rows() <= row || reply[0].columns() <= column) return 0;
+  uint64_t value = 0;
+  for (char c : reply[0].get(row, column)) {
+    if (c < '0' || c > '9') return 0;
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return value & kUnorderedEpoch ? 0 : value;
 }
 
 void* handle_of(uint64_t generation) { return reinterpret_cast<void*>(generation); }
@@ -371,17 +401,21 @@ std::error_code PostgresSession::take(std::string_view name, Mode mode, bool wai
                                       Clock::time_point deadline, uint64_t& epoch, void*& handle) {
   drain_pending();
   const int64_t key = postgres_key(name);
+  bool ordered = false;  // decided once connected: the first connection may make the sequence
   const std::error_code ec = lock_statement(deadline, [&]() -> std::error_code {
     mu_.assert_held();  // run by lock_statement, under mu_
+    ordered = mode == Mode::kExclusive && backend_.epoch_sequence();
     const std::string_view one[] = {name};
     if (auto ec = register_names(one, deadline)) return ec;
     if (!wait) {
       sql_ = comment_;
       append_call(sql_, lock_function(mode, false), key);
+      if (ordered) sql_ += kNextEpoch;
       return run(deadline);
     }
     if (auto ec = begin_wait(deadline)) return ec;
     append_call(sql_, lock_function(mode, true), key);
+    if (ordered) sql_ += kNextEpoch;
     backend_.count_active(1);
     const std::error_code ran = run(deadline + backend_.options().postgres_grace);
     backend_.count_active(-1);
@@ -393,7 +427,8 @@ std::error_code PostgresSession::take(std::string_view name, Mode mode, bool wai
   }
   ++held_;
   backend_.count_active(1);
-  epoch = backend_.next_epoch();
+  epoch = ordered ? epoch_from(reply_, 0, 1) : 0;
+  if (epoch == 0) epoch = backend_.next_epoch();
   handle = handle_of(generation_);
   return {};
 }
@@ -420,18 +455,23 @@ std::error_code PostgresSession::acquire_set(std::span<SetEntry> entries,
   std::vector<std::string_view> names;
   for (const SetEntry& e : entries) names.push_back(e.name);
   bool refused = false;  // the server ended the statement: some names may have been taken
+  bool ordered = false;  // as in take()
   const std::error_code ec = lock_statement(deadline, [&]() -> std::error_code {
     mu_.assert_held();  // run by lock_statement, under mu_
+    ordered = backend_.epoch_sequence();
     if (auto ec = register_names(names, deadline)) return ec;
     if (auto ec = begin_wait(deadline)) return ec;
     // One statement, one round trip: the rows are taken in the order listed (canonical),
     // each first tried without waiting so that the answer says which ones waited.
+    // An exclusive row then draws its epoch, after its lock (a row's columns are evaluated
+    // in order).
     sql_ +=
         "SELECT CASE WHEN t.s THEN (CASE WHEN pg_try_advisory_lock_shared(t.k) THEN false "
         "ELSE (SELECT true FROM (SELECT pg_advisory_lock_shared(t.k)) w) END) "
         "ELSE (CASE WHEN pg_try_advisory_lock(t.k) THEN false "
-        "ELSE (SELECT true FROM (SELECT pg_advisory_lock(t.k)) w) END) END "
-        "FROM (VALUES ";
+        "ELSE (SELECT true FROM (SELECT pg_advisory_lock(t.k)) w) END) END";
+    sql_ += ordered ? ", CASE WHEN t.s THEN NULL ELSE nextval('kagi_lock_epochs') END" : "";
+    sql_ += " FROM (VALUES ";
     for (size_t i = 0; i < entries.size(); ++i) {
       sql_ += i ? ", (" : "(";
       sql_ += std::to_string(postgres_key(entries[i].name));
@@ -463,7 +503,8 @@ std::error_code PostgresSession::acquire_set(std::span<SetEntry> entries,
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].contended = reply_[0].get(static_cast<int>(i), 0) == "t";
-    entries[i].epoch = backend_.next_epoch();
+    entries[i].epoch = ordered ? epoch_from(reply_, static_cast<int>(i), 1) : 0;
+    if (entries[i].epoch == 0) entries[i].epoch = backend_.next_epoch();
     entries[i].handle = handle_of(generation_);
   }
   held_ += entries.size();
@@ -533,6 +574,19 @@ std::error_code PostgresSession::verify(std::string_view, uint64_t, void* handle
   }
   if (run(Clock::now() + backend_.options().timeout)) return make_error_code(Errc::kFenceLost);
   return {};
+}
+
+std::error_code PostgresSession::with_connection(void* handle, const ConnectionWork& work) {
+  util::MutexLock lock(mu_);
+  // No drain_pending() before the work: a release queued by the watchdog would let the lock go
+  // before the statement it protects.
+  if (!conn_ || conn_->broken() || generation_of(handle) != generation_) {
+    return make_error_code(Errc::kFenceLost);
+  }
+  const std::error_code ec = work(*conn_);
+  if (conn_->broken()) drop_connection();  // the server ends the session: its locks go too
+  drain_pending();
+  return ec;
 }
 
 void PostgresSession::end_request() noexcept {
