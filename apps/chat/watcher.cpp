@@ -75,9 +75,13 @@ void RoomWatcher::run() {
     // Sleep until the earliest timer: a deadline, the sweep, or the recheck.
     auto now = Clock::now();
     auto until = std::min(next_sweep, next_recheck);
+    // A feed without a connection (postgres, reconnecting) is drained every second: that is
+    // when it tries again.
+    const int feed_fd = feed_->fd();
+    if (feed_fd < 0) until = std::min(until, now + std::chrono::seconds(1));
     if (auto d = lot_.next_deadline()) until = std::min(until, *d);
     auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
-    pollfd fds[2] = {{feed_->fd(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+    pollfd fds[2] = {{feed_fd, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
     int ready = ::poll(fds, 2, static_cast<int>(std::clamp<int64_t>(ms, 0, 60'000)));
     if (ready < 0 && errno != EINTR) {
       util::log_error(std::string("chat watcher: poll: ") + std::strerror(errno));
@@ -89,7 +93,7 @@ void RoomWatcher::run() {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
     }
-    if (ready > 0 && (fds[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+    if (feed_fd < 0 || (ready > 0 && (fds[0].revents & (POLLIN | POLLERR | POLLHUP)))) {
       changed.clear();
       if (!feed_->drain(changed)) {
         for (auto& room : lot_.rooms_with_waiters()) dirty.insert(room);  // news was missed
@@ -101,6 +105,8 @@ void RoomWatcher::run() {
 
     now = Clock::now();
     if (now >= next_recheck) {
+      changed.clear();
+      (void)feed_->drain(changed);  // lets a feed that lost its connection reopen it
       for (auto& room : lot_.rooms_with_waiters()) dirty.insert(room);
       next_recheck = now + kRecheck;
     }

@@ -10,8 +10,10 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_domain.hpp>
 #include <kagi/lock/lock_service.hpp>
+#include <kagi/pg/options.hpp>
 #include <kagi/store/data_dir.hpp>
 #include <kagi/store/lock_domain_claim.hpp>
+#include <kagi/store/pg_data_store.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/random.hpp>
 #include <kagi/view/views.hpp>
@@ -66,6 +68,53 @@ std::unique_ptr<store::DataDir> open_data_dir(const Config& conf, const lock::Lo
   return dir;
 }
 
+// data.backend = "postgres": the tables in the database of data.postgres.dsn (default: the
+// locks'), claimed for this process's lock domain. With postgres locks on that same database,
+// every call runs on the connection holding its lock (store/pg_data_store.hpp).
+std::unique_ptr<store::DataStore> open_pg_data(const Config& conf, const lock::LockOptions& locks) {
+  store::PgDataOptions options;
+  options.connect = locks.postgres;  // keepalives and application_name as the locks'
+  const std::string dsn = conf.get_string("data.postgres.dsn");
+  options.connect.dsn = dsn.empty() ? locks.postgres.dsn : dsn;
+  if (options.connect.dsn.empty()) {
+    throw ConfigError(
+        "data.backend = \"postgres\" needs a database: set data.postgres.dsn (or "
+        "locks.postgres.dsn, which it defaults to)");
+  }
+  std::string why;
+  if (pg::check_dsn(options.connect.dsn, &why)) {
+    throw ConfigError("data.postgres.dsn does not parse: " + why);
+  }
+  options.pool = static_cast<size_t>(conf.get_int("data.postgres.pool"));
+  options.fsync = conf.get_string("data.fsync") == "always";
+  lock::LockOptions same = locks;
+  same.backend = "postgres";
+  same.postgres.dsn = options.connect.dsn;
+  options.on_lock_connection =
+      locks.backend == "postgres" && lock::lock_domain(same) == lock::lock_domain(locks);
+  options.lock_domain = lock::lock_domain(locks);
+  options.adopt_lock_domain = conf.get_bool("data.adopt_lock_domain");
+  std::error_code ec;
+  auto data = store::PgDataStore::open(options, ec, &why);
+  if (!data) throw ConfigError("cannot open the data in PostgreSQL (data.postgres.dsn): " + why);
+  return data;
+}
+
+std::unique_ptr<store::DataStore> open_data_store(const Config& conf,
+                                                  const lock::LockOptions& locks) {
+  if (conf.get_string("data.backend") != "postgres") return open_data_dir(conf, locks);
+  // data.dir still holds this host's secret.key (security.secret_file's default): made here
+  // with the data's folder mode, as with the files backend.
+  std::error_code ec;
+  if (!store::DataDir::open({.dir = conf.get_string("data.dir"),
+                             .group_readable = conf.get_bool("data.group_readable")},
+                            ec)) {
+    throw ConfigError("cannot open data.dir '" + conf.get_string("data.dir") +
+                      "': " + ec.message());
+  }
+  return open_pg_data(conf, locks);
+}
+
 // Request ids: unique per host without a system call per request (a random per-process
 // prefix and a counter).
 std::string next_request_id() {
@@ -116,7 +165,7 @@ App::App(Config conf)
       settings_(pipeline::Settings::from(conf_)),
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(make_lock_service(conf_)),
-      data_(open_data_dir(conf_, locks_->options())),
+      data_(open_data_store(conf_, locks_->options())),
       views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"),
                                            conf_.get_string("templates.fallback_dir"))),
       secret_(load_secret(conf_)),
@@ -229,6 +278,18 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
     response = error_page(503, "This page is busy right now (" + std::string(busy.name()) +
                                    "). Please try again in a moment.");
     response.headers.set("Retry-After", std::to_string(retry_after_s_));
+  } catch (const store::StoreError& e) {
+    util::log_error("request " + info.request_id + " " + request.method + " " + request.path +
+                    " failed: " + e.what());
+    if (e.code() == store::Errc::kUnavailable) {
+      // The data server is down or out of connections: like an unreachable lock service.
+      response = error_page(503,
+                            "This page is unavailable for a moment: its data service cannot be "
+                            "reached. Please try again shortly.");
+      response.headers.set("Retry-After", std::to_string(retry_after_s_));
+    } else {
+      response = error_page(500, "Something went wrong on our side. It has been logged.");
+    }
   } catch (const HttpError& e) {
     response = error_page(e.status(), e.what());
     for (const auto& [name, value] : e.headers().items()) response.headers.set(name, value);

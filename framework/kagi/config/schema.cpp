@@ -69,6 +69,8 @@ constexpr std::array kKeys{
             "postgres backend: unacknowledged data older than this ends the connection, both "
             "ends (0: the kernel's default)"},
     // data
+    KeySpec{"data.backend", kString, "files", 0, 0, "files|postgres",
+            "where the data lives: files under data.dir (one host) or PostgreSQL (many hosts)"},
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",
             "fsync every commit (crash-durable) or leave it to the kernel"},
@@ -77,6 +79,11 @@ constexpr std::array kKeys{
             "other writer stopped); otherwise such a folder is refused at start"},
     KeySpec{"data.group_readable", kBool, "false", 0, 0, "",
             "new data files 0640 and folders 0750 (group may read) instead of 0600 / 0700"},
+    KeySpec{"data.postgres.dsn", kString, "", 0, 0, "",
+            "postgres data: libpq connection string or URI; empty = locks.postgres.dsn"},
+    KeySpec{"data.postgres.pool", kInt, "16", 1, 10000, "",
+            "postgres data: most connections per process for calls not made on a lock's "
+            "connection"},
     // templates, logging, security
     KeySpec{"templates.dir", kString, "templates", 0, 0, "",
             "folder with the HTML templates (errors/, bbs/, chat/, admin/)"},

@@ -233,6 +233,21 @@ bool Connection::closed_while_idle() {
   return false;
 }
 
+int Connection::socket() const { return broken_ ? -1 : PQsocket(conn_); }
+
+bool Connection::take_notifications(std::vector<std::string>& payloads) {
+  if (broken_) return false;
+  if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) == CONNECTION_BAD) {
+    broken_ = true;
+    return false;
+  }
+  while (PGnotify* n = PQnotifies(conn_)) {
+    payloads.emplace_back(n->extra ? n->extra : "");
+    PQfreemem(n);
+  }
+  return true;
+}
+
 uint64_t round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
 std::string quote_literal(std::string_view text) {
@@ -245,6 +260,36 @@ std::string quote_literal(std::string_view text) {
   }
   out += '\'';
   return out;
+}
+
+void append_bytea(std::string& sql, std::string_view bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  sql.reserve(sql.size() + 2 * bytes.size() + 20);
+  sql += "decode('";
+  for (unsigned char c : bytes) {
+    sql += kHex[c >> 4];
+    sql += kHex[c & 15];
+  }
+  sql += "', 'hex')";
+}
+
+bool decode_hex(std::string_view hex, std::string& out) {
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return false;
+  out.clear();
+  out.reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]);
+    const int lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi << 4 | lo);
+  }
+  return true;
 }
 
 }  // namespace kagi::pg

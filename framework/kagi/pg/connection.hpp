@@ -98,6 +98,12 @@ class Connection {
   // idle_session_timeout): looked at without waiting. A connection found closed is broken.
   bool closed_while_idle();
 
+  // For a connection that LISTENs (store's change feed): the socket to poll for readability,
+  // and the payloads of the notifications that arrived, added to `payloads` without waiting.
+  // False once the connection is broken.
+  int socket() const;
+  bool take_notifications(std::vector<std::string>& payloads);
+
   // When the pool last took it back (pg/pool.hpp).
   Clock::time_point idle_since;
 
@@ -120,5 +126,11 @@ uint64_t round_trips();
 // 'text' with single quotes doubled, in single quotes: a string literal for standard
 // (standard_conforming_strings = on) SQL.
 std::string quote_literal(std::string_view text);
+
+// Appends `decode('<hex>', 'hex')`: any bytes as a bytea value, whatever the server's string
+// settings. Read them back with `encode(column, 'hex')` and decode_hex().
+void append_bytea(std::string& sql, std::string_view bytes);
+// The bytes of lowercase or uppercase hex digits; false if `hex` is not that.
+bool decode_hex(std::string_view hex, std::string& out);
 
 }  // namespace kagi::pg

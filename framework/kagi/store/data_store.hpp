@@ -40,12 +40,13 @@ namespace kagi::store {
 class ChangeFeed {
  public:
   virtual ~ChangeFeed() = default;
-  // Readable when there is news. Stays valid for the feed's life (the postgres feed keeps
-  // one descriptor across reconnects).
+  // Readable when there is news. Read it again before each poll: it may change in drain()
+  // (the postgres feed reconnects) and is -1 while the feed has no connection.
   virtual int fd() const = 0;
   // Adds the paths (relative to the store, below the watched folder) that changed since the
   // last call to `changed`. Returns false when news may have been missed (a queue overflow, a
-  // reconnect): the caller must then re-read everything it watches.
+  // lost connection): the caller must then re-read everything it watches. Call it now and
+  // then even when fd() is not readable: that is when a lost connection is reopened.
   virtual bool drain(std::vector<std::string>& changed) = 0;
 
   // While nobody waits for news, a feed may stop collecting it (files: the inotify watch is

@@ -109,17 +109,19 @@ Status claim_lock_domain(const std::string& data_dir, const std::string& domain,
                    "'): data.adopt_lock_domain = true; set it back to false");
     return {};
   }
-  return Status(
-      make_error_code(Errc::kForeignLockDomain),
-      "data.dir '" + data_dir +
-          "' is written by processes that lock in another "
-          "domain: it records '" +
-          recorded + "', this process locks in '" + domain +
-          "'. Processes in two lock domains do not exclude each other and lose updates. "
-          "Give every process that writes this folder the same lock settings (several web "
-          "hosts: locks.backend = \"postgres\", see docs/DEPLOY.md); to move the folder to "
-          "this domain on purpose, stop every other writer and start once with --set "
-          "data.adopt_lock_domain=true");
+  return Status(make_error_code(Errc::kForeignLockDomain),
+                foreign_lock_domain("data.dir '" + data_dir + "'", recorded, domain));
+}
+
+std::string foreign_lock_domain(const std::string& data, const std::string& recorded,
+                                const std::string& domain) {
+  return data + " is written by processes that lock in another domain: it records '" + recorded +
+         "', this process locks in '" + domain +
+         "'. Processes in two lock domains do not exclude each other and lose updates. Give "
+         "every process that writes this data the same lock settings (several web hosts: "
+         "locks.backend = \"postgres\", see docs/DEPLOY.md); to move the data to this domain "
+         "on purpose, stop every other writer and start once with --set "
+         "data.adopt_lock_domain=true";
 }
 
 }  // namespace kagi::store

@@ -21,4 +21,10 @@ namespace kagi::store {
 // deliberate move, every other writer stopped), which records `domain` instead.
 Status claim_lock_domain(const std::string& data_dir, const std::string& domain, bool adopt);
 
+// Why a process locking in `domain` refuses `data` (e.g. "data.dir 'var/data'") recorded for
+// `recorded`, and what to do. Data on PostgreSQL records its domain in kagi_lock_domain
+// (PgDataStore::open) and refuses with the same words.
+std::string foreign_lock_domain(const std::string& data, const std::string& recorded,
+                                const std::string& domain);
+
 }  // namespace kagi::store

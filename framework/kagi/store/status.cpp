@@ -20,6 +20,10 @@ class StoreCategory : public std::error_category {
         return "content failed its integrity check";
       case Errc::kForeignLockDomain:
         return "data.dir is written by processes of another lock domain";
+      case Errc::kUnavailable:
+        return "the data server cannot be reached (retry shortly)";
+      case Errc::kDatabase:
+        return "the data server refused the statement";
     }
     return "unknown store error";
   }

@@ -28,6 +28,8 @@ enum class Errc {
   kTooLarge,           // a log record over the size limit
   kCorrupt,            // a file's content failed its check where no recovery is allowed
   kForeignLockDomain,  // data.dir is written under another lock domain (lock_domain_claim.hpp)
+  kUnavailable,        // the data server (data.backend = "postgres") cannot be reached now
+  kDatabase,           // the data server refused a statement (privileges, schema): see the message
 };
 
 const std::error_category& store_category();
