@@ -9,6 +9,9 @@ KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libboost-dev libctemplate-
   libtoml11-dev libpq-dev)
 # What scripts/demo needs on top: htpasswd for the demo's admin login.
 KAGI_DEMO_PACKAGES=(apache2-utils)
+# And scripts/demo --hosts N on top of that: the shared database, the load balancer, and curl,
+# with which it waits for each host to answer.
+KAGI_DEMO_CLUSTER_PACKAGES=(postgresql nginx curl procps util-linux)
 # What the tests need on top: test frameworks, sanitizer/fuzzer runtimes, the real servers.
 # libfcgi-dev: the C FastCGI hello the HTTP benchmarks compare with; dpkg-dev: dpkg-shlibdeps,
 # with which CPack computes the .deb packages' dependencies (tests/integration/install).

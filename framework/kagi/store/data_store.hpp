@@ -89,7 +89,8 @@ class DataStore {
       size_t last_n = std::numeric_limits<size_t>::max()) const = 0;
   // The records appended since `cursor` (a default cursor: the whole log), and the cursor
   // moved past them. When the log was replaced, shrank or vanished since, the whole log comes
-  // back with `restarted` set. On error the cursor is unchanged.
+  // back with `restarted` set (as on the first read, with a default cursor). On error the
+  // cursor is unchanged.
   virtual Result<LogTail> read_log_since(const lock::Guard& guard, std::string_view path,
                                          LogCursor& cursor) const = 0;
 

@@ -283,7 +283,7 @@ Result<LogTail> PgDataStore::read_log_since(const lock::Guard& guard, std::strin
   LogTail tail;
   if (reply.size() != 1 || reply[0].rows() == 0) {
     // No such log (never written, or removed): the caller starts over with nothing.
-    tail.restarted = cursor.generation != 0;
+    tail.restarted = true;
     cursor = LogCursor{};
     return tail;
   }
@@ -291,7 +291,7 @@ Result<LogTail> PgDataStore::read_log_since(const lock::Guard& guard, std::strin
   LogCursor next = cursor;
   next.generation = to_int(rows.get(0, 0));
   if (next.generation != cursor.generation) {
-    tail.restarted = cursor.generation != 0;
+    tail.restarted = true;  // the whole log follows (as on a first read)
     next.seq = 0;
   }
   for (int i = 0; i < rows.rows(); ++i) {
