@@ -222,15 +222,12 @@ bool Connection::closed_while_idle() {
   if (fd < 0) return broken_ = true;
   pollfd p{fd, POLLIN, 0};
   if (poll(&p, 1, 0) == 0) return false;  // nothing arrived: still open as far as we can tell
-  // An idle connection only receives a termination notice or an end of file: either way the
-  // server is done with it (a parameter-status message alone would also end up here, which
-  // only costs a reconnect).
-  if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) == CONNECTION_BAD) return broken_ = true;
-  if (PGresult* r = PQgetResult(conn_)) {
-    PQclear(r);
-    return broken_ = true;
-  }
-  return false;
+  // An idle connection only receives a termination notice (an error libpq keeps for later,
+  // with no result) or an end of file: either way the server is done with it (a
+  // parameter-status message alone would also end up here, which only costs a reconnect).
+  (void)PQconsumeInput(conn_);
+  while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+  return broken_ = true;
 }
 
 int Connection::socket() const { return broken_ ? -1 : PQsocket(conn_); }
