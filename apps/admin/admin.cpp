@@ -6,8 +6,11 @@
 #include <kagi/app/http_error.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/lock/registry.hpp>
+#include <kagi/pg/options.hpp>
+#include <kagi/stats/cluster_stats.hpp>
 #include <kagi/stats/host_stats.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/util/process.hpp>
 #include <kagi/view/views.hpp>
 #include "admin/access.hpp"
 #include "admin/status.hpp"
@@ -24,7 +27,8 @@ struct AdminState {
       : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
         locks_dir(app.locks().options().dir),
         locks(app.locks().options()),
-        publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}) {}
+        publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}),
+        cluster_publisher(cluster_publisher_for(locks)) {}
 
   // This host's registry and stats, and (postgres backend) every host's locks from the server.
   admin::LockStatus status() const { return admin::collect_status(locks_dir, locks); }
@@ -34,6 +38,23 @@ struct AdminState {
   // The site's lock backend as the workers open it: where the cluster view is read from.
   lock::LockOptions locks;
   stats::StatsPublisher publisher;
+  // With locks on PostgreSQL: this host's sums, published for every host's admin page.
+  std::unique_ptr<stats::ClusterStatsPublisher> cluster_publisher;
+
+ private:
+  static std::unique_ptr<stats::ClusterStatsPublisher> cluster_publisher_for(
+      const lock::LockOptions& locks) {
+    if (locks.backend != "postgres") return nullptr;
+    // The host as the cluster view names it: from the locks' application_name.
+    std::string host;
+    int pid = 0;
+    const std::string name = locks.postgres.application_name.empty()
+                                 ? pg::default_application_name()
+                                 : locks.postgres.application_name;
+    if (!pg::parse_application_name(name, host, pid)) host = util::host_name();
+    return std::make_unique<stats::ClusterStatsPublisher>(locks.dir, host, locks.postgres,
+                                                          stats::ClusterStatsPublisher::Options{});
+  }
 };
 
 void require_access(const AdminState& state, const Request& req) {

@@ -139,6 +139,89 @@ void write_rows(util::JsonWriter& w, const std::vector<LockRow>& rows,
   w.end_array();
 }
 
+void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
+  w.begin_object()
+      .key("count")
+      .value(h.count)
+      .key("sum_us")
+      .value(h.sum_us)
+      .key("p50_us")
+      .value(h.quantile_bound_us(0.5))
+      .key("p90_us")
+      .value(h.quantile_bound_us(0.9))
+      .key("p99_us")
+      .value(h.quantile_bound_us(0.99))
+      .key("buckets")
+      .begin_array();
+  for (uint64_t b : h.buckets) w.value(b);
+  w.end_array().end_object();
+}
+
+// The "stats" object of /admin/locks.json (docs/ADMIN.md): one host's sums.
+void write_stats(util::JsonWriter& w, const stats::HostStats& host) {
+  w.begin_object()
+      .key("processes")
+      .value(static_cast<uint64_t>(host.processes))
+      .key("prefixes")
+      .begin_array();
+  for (const auto& [prefix, p] : host.stats.prefixes) {
+    w.begin_object()
+        .key("prefix")
+        .value(prefix)
+        .key("acquisitions")
+        .value(p.acquisitions)
+        .key("contended")
+        .value(p.contended)
+        .key("timeouts")
+        .value(p.timeouts)
+        .key("order_violations")
+        .value(p.order_violations)
+        .key("leaks")
+        .value(p.leaks)
+        .key("revocations")
+        .value(p.revocations)
+        .key("wait");
+    write_histogram(w, p.wait);
+    w.key("hold");
+    write_histogram(w, p.hold);
+    w.end_object();
+  }
+  w.end_array().key("requests").begin_array();
+  for (const auto& [route, r] : host.requests.routes) {
+    w.begin_object().key("route").value(route).key("total").value(r.total()).key("statuses");
+    w.begin_object();
+    for (const auto& [status, n] : r.by_status) w.key(std::to_string(status)).value(n);
+    w.end_object().key("duration");
+    write_histogram(w, r.duration);
+    w.end_object();
+  }
+  w.end_array().end_object();
+}
+
+// The events array of /admin/locks.json: newest first.
+void write_events(util::JsonWriter& w, const std::vector<stats::Event>& events) {
+  w.begin_array();
+  for (const stats::Event& e : events) {
+    w.begin_object()
+        .key("time")
+        .value(iso_time(e.unix_ms))
+        .key("kind")
+        .value(e.kind)
+        .key("name")
+        .value(e.name)
+        .key("pid")
+        .value(e.pid)
+        .key("method")
+        .value(e.method)
+        .key("path")
+        .value(e.path)
+        .key("detail")
+        .value(e.detail)
+        .end_object();
+  }
+  w.end_array();
+}
+
 void write_cluster(util::JsonWriter& w, const ClusterLocks& c,
                    std::chrono::system_clock::time_point now) {
   w.begin_object()
@@ -156,24 +239,20 @@ void write_cluster(util::JsonWriter& w, const ClusterLocks& c,
   }
   w.key("locks");
   write_rows(w, c.locks, now, write_cluster_entry);
-  w.end_object();
-}
-
-void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
-  w.begin_object()
-      .key("count")
-      .value(h.count)
-      .key("sum_us")
-      .value(h.sum_us)
-      .key("p50_us")
-      .value(h.quantile_bound_us(0.5))
-      .key("p90_us")
-      .value(h.quantile_bound_us(0.9))
-      .key("p99_us")
-      .value(h.quantile_bound_us(0.99))
-      .key("buckets")
-      .begin_array();
-  for (uint64_t b : h.buckets) w.value(b);
+  w.key("host_stats_error");
+  if (c.host_stats_error.empty()) {
+    w.null();
+  } else {
+    w.value(c.host_stats_error);
+  }
+  w.key("host_stats").begin_array();
+  for (const stats::HostStatsRow& row : c.host_stats) {
+    w.begin_object().key("host").value(row.host).key("age_ms").value(row.age_ms).key("stats");
+    write_stats(w, row.stats);
+    w.key("events");
+    write_events(w, row.stats.events);
+    w.end_object();
+  }
   w.end_array().end_object();
 }
 
@@ -207,6 +286,26 @@ std::string backend_title(const std::string& backend) {
   return backend == "postgres" ? "PostgreSQL" : backend;
 }
 
+// Each host's published sums, one line a host.
+void host_stats_text(const ClusterLocks& c, std::string& out) {
+  if (!c.host_stats_error.empty()) {
+    out += "host stats: cannot read them: " + c.host_stats_error + "\n";
+    return;
+  }
+  if (c.host_stats.empty()) return;
+  out += pad("HOST", 28) + pad("PROCS", 7) + pad("REQUESTS", 11) + pad("LOCKS", 11) +
+         pad("WAITED", 9) + pad("TIMEOUTS", 10) + "UPDATED\n";
+  for (const stats::HostStatsRow& row : c.host_stats) {
+    uint64_t requests = 0;
+    for (const auto& [route, r] : row.stats.requests.routes) requests += r.total();
+    const lock::PrefixStatsSnapshot total = row.stats.stats.total();
+    out += pad(row.host, 27) + " " + pad(std::to_string(row.stats.processes), 7) +
+           pad(std::to_string(requests), 11) + pad(std::to_string(total.acquisitions), 11) +
+           pad(std::to_string(total.contended), 9) + pad(std::to_string(total.timeouts), 10) +
+           format_duration(milliseconds(row.age_ms)) + " ago\n";
+  }
+}
+
 // The cluster's section of the terminal table; nothing for a one-host backend.
 void cluster_text(const LockStatus& s, std::string& out) {
   if (!s.cluster) return;
@@ -218,6 +317,7 @@ void cluster_text(const LockStatus& s, std::string& out) {
   }
   out += " — " + std::to_string(c.hosts) + " host(s), " + std::to_string(c.connections) +
          " connection(s)\n";
+  host_stats_text(c, out);
   if (c.locks.empty()) {
     out += "no locks held or waited for on any host\n";
     return;
@@ -252,6 +352,27 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
   view::Dict d = section.add_section("CLUSTER_READ");
   d.set("HOSTS", static_cast<int64_t>(c.hosts));
   d.set("CONNECTIONS", static_cast<int64_t>(c.connections));
+  if (!c.host_stats_error.empty())
+    d.add_section("HOST_STATS_ERROR").set("ERROR", c.host_stats_error);
+  for (const stats::HostStatsRow& row : c.host_stats) {
+    uint64_t requests = 0, errors = 0;
+    for (const auto& [route, r] : row.stats.requests.routes) {
+      requests += r.total();
+      for (const auto& [status, n] : r.by_status) errors += status >= 500 ? n : 0;
+    }
+    const lock::PrefixStatsSnapshot total = row.stats.stats.total();
+    view::Dict h = d.add_section("CLUSTER_HOST");
+    h.set("HOST", row.host);
+    h.set("PROCESSES", static_cast<int64_t>(row.stats.processes));
+    h.set("REQUESTS", static_cast<int64_t>(requests));
+    h.set("ERRORS", static_cast<int64_t>(errors));
+    h.set("ACQUISITIONS", static_cast<int64_t>(total.acquisitions));
+    h.set("CONTENDED", static_cast<int64_t>(total.contended));
+    h.set("TIMEOUTS", static_cast<int64_t>(total.timeouts));
+    h.set("WAIT_P99", static_cast<int64_t>(total.wait.quantile_bound_us(0.99)));
+    h.set("AGE", format_duration(milliseconds(row.age_ms)));
+  }
+  if (c.host_stats.empty() && c.host_stats_error.empty()) d.show_section("NO_CLUSTER_HOSTS");
   size_t held = 0, waiting = 0;
   auto add_row = [&](const std::string& name, const lock::RegistryEntry& e) {
     const std::optional<int64_t> known = cluster_for_ms(e, s.now);
@@ -302,6 +423,50 @@ void held_waiting_gauges(std::string& out, const std::string& family, const std:
 // The lock server's view (only for a backend that spans hosts): whether it could be read and,
 // when it could, the hosts connected and the locks held and waited for per host. Nothing but
 // kagi_cluster_up when it could not: zeros there would claim that nothing is held.
+// One number per host that publishes its stats (stats/cluster_stats.hpp).
+struct HostMetric {
+  const char* name;
+  const char* type;
+  const char* help;
+  double (*value)(const stats::HostStatsRow&);
+};
+constexpr HostMetric kHostMetrics[] = {
+    {"kagi_cluster_host_processes", "gauge", "Live kagi processes of the host.",
+     [](const stats::HostStatsRow& r) { return static_cast<double>(r.stats.processes); }},
+    {"kagi_cluster_host_requests_total", "counter", "Requests the host answered.",
+     [](const stats::HostStatsRow& r) {
+       uint64_t n = 0;
+       for (const auto& [route, rs] : r.stats.requests.routes) n += rs.total();
+       return static_cast<double>(n);
+     }},
+    {"kagi_cluster_host_lock_acquisitions_total", "counter", "Locks the host acquired.",
+     [](const stats::HostStatsRow& r) {
+       return static_cast<double>(r.stats.stats.total().acquisitions);
+     }},
+    {"kagi_cluster_host_lock_contended_total", "counter", "The host's acquisitions that waited.",
+     [](const stats::HostStatsRow& r) {
+       return static_cast<double>(r.stats.stats.total().contended);
+     }},
+    {"kagi_cluster_host_lock_timeouts_total", "counter", "The host's lock waits that timed out.",
+     [](const stats::HostStatsRow& r) {
+       return static_cast<double>(r.stats.stats.total().timeouts);
+     }},
+    {"kagi_cluster_host_stats_age_seconds", "gauge", "How old the host's published stats are.",
+     [](const stats::HostStatsRow& r) { return static_cast<double>(r.age_ms) / 1000.0; }},
+};
+
+void host_stats_metrics(const ClusterLocks& c, std::string& out) {
+  for (const HostMetric& m : kHostMetrics) {
+    out +=
+        std::string("# HELP ") + m.name + " " + m.help + "\n# TYPE " + m.name + " " + m.type + "\n";
+    for (const stats::HostStatsRow& row : c.host_stats) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%.15g", m.value(row));
+      out += std::string(m.name) + "{host=\"" + label(row.host) + "\"} " + value + "\n";
+    }
+  }
+}
+
 void cluster_metrics(const ClusterLocks& c, std::string& out) {
   out +=
       "# HELP kagi_cluster_up Whether the lock server shared by the hosts could be read (1) or "
@@ -327,6 +492,7 @@ void cluster_metrics(const ClusterLocks& c, std::string& out) {
     for (const auto& e : row.waiters) ++per_host[e.host].second;
   }
   held_waiting_gauges(out, "kagi_cluster_locks", "on the lock server, per host", "host", per_host);
+  host_stats_metrics(c, out);
 }
 
 }  // namespace
@@ -382,6 +548,10 @@ LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions&
     c.connections = cluster.connections;
     c.error = std::move(cluster.error);
     c.locks = group_entries(std::move(cluster.entries));
+    if (c.error.empty()) {
+      c.host_stats =
+          stats::read_cluster_stats(locks.postgres, cluster_timeout, &c.host_stats_error);
+    }
   }
   lock::RegistrySnapshot snap = lock::Registry::read(locks_dir);
   s.now = std::chrono::system_clock::now();
@@ -416,63 +586,11 @@ std::string to_json(const LockStatus& s) {
   } else {
     w.null();
   }
-  w.key("stats")
-      .begin_object()
-      .key("processes")
-      .value(static_cast<uint64_t>(s.host.processes))
-      .key("prefixes")
-      .begin_array();
-  for (const auto& [prefix, p] : s.host.stats.prefixes) {
-    w.begin_object()
-        .key("prefix")
-        .value(prefix)
-        .key("acquisitions")
-        .value(p.acquisitions)
-        .key("contended")
-        .value(p.contended)
-        .key("timeouts")
-        .value(p.timeouts)
-        .key("order_violations")
-        .value(p.order_violations)
-        .key("leaks")
-        .value(p.leaks)
-        .key("revocations")
-        .value(p.revocations)
-        .key("wait");
-    write_histogram(w, p.wait);
-    w.key("hold");
-    write_histogram(w, p.hold);
-    w.end_object();
-  }
-  w.end_array().key("requests").begin_array();
-  for (const auto& [route, r] : s.host.requests.routes) {
-    w.begin_object().key("route").value(route).key("total").value(r.total()).key("statuses");
-    w.begin_object();
-    for (const auto& [status, n] : r.by_status) w.key(std::to_string(status)).value(n);
-    w.end_object().key("duration");
-    write_histogram(w, r.duration);
-    w.end_object();
-  }
-  w.end_array().end_object().key("events").begin_array();
-  for (const stats::Event& e : s.host.events) {
-    w.begin_object()
-        .key("time")
-        .value(iso_time(e.unix_ms))
-        .key("kind")
-        .value(e.kind)
-        .key("name")
-        .value(e.name)
-        .key("pid")
-        .value(e.pid)
-        .key("method")
-        .value(e.method)
-        .key("path")
-        .value(e.path)
-        .key("detail")
-        .value(e.detail)
-        .end_object();
-  }
-  w.end_array().end_object();
+  w.key("stats");
+  write_stats(w, s.host);
+  w.key("events");
+  write_events(w, s.host.events);
+  w.end_object();
   return w.take();
 }
 

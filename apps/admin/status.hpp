@@ -12,6 +12,7 @@
 
 #include <kagi/lock/options.hpp>
 #include <kagi/lock/registry.hpp>
+#include <kagi/stats/cluster_stats.hpp>
 #include <kagi/stats/host_stats.hpp>
 
 namespace kagi::view {
@@ -43,6 +44,9 @@ struct ClusterLocks {
   size_t connections = 0;      // their connections (in use or idle in a pool)
   std::string error;           // non-empty: the server could not be read (why); locks is empty
   std::vector<LockRow> locks;  // ordered as LockStatus::locks
+  // Every host's stats as it last published them (stats/cluster_stats.hpp), by host name.
+  std::vector<stats::HostStatsRow> host_stats;
+  std::string host_stats_error;  // non-empty: they could not be read (why)
 };
 
 struct LockStatus {

@@ -9,8 +9,9 @@
 #   var/pg/                 the PostgreSQL cluster: data/, server.log and its unix socket (the
 #                           server listens on no TCP port); role "kagi" owns database "kagi"
 #   var/cluster/secret.key  the site's CSRF/session secret, one file for every host (0600)
-#   var/cluster/hostK/      host K: locks/ (locks.dir), data/ (data.dir: the lock-domain
-#                           record), kagi.log (its stderr: start-up, access lines, errors)
+#   var/cluster/hostK/      host K: locks/ (locks.dir: its status registry and statistics),
+#                           data/ (data.dir: empty, as the data is in PostgreSQL and the secret
+#                           in secret.key above), kagi.log (its stderr: start-up, access lines)
 #   var/cluster/nginx/      nginx.conf, kagi-multihost.conf (conf/nginx/'s recipe with this
 #                           machine's ports), access.log (with the host that served each
 #                           request), error.log, nginx.pid
@@ -117,25 +118,30 @@ can_name_hosts() {
   [ "$(id -u)" -eq 0 ] && unshare --uts true 2>/dev/null
 }
 
-# start_host K [kagi-demo args...]: host K's kagi-demo, FastCGI on 127.0.0.1:9000+K, in a
-# session (and so a process group) of its own: the terminal's Ctrl-C reaches only this script,
-# which then stops the hosts in order. Its pid is host K's entry in CLUSTER_KAGI_PIDS.
-start_host() {
+# host_process K [kagi-demo args...]: becomes host K's kagi-demo (exec: same pid), FastCGI on
+# 127.0.0.1:9000+K, in a session (and so a process group) of its own: the terminal's Ctrl-C
+# reaches only this script, which then stops the hosts in order.
+host_process() {
   local k="$1"; shift
   local dir="$CLUSTER_DIR/host$k" name=()
-  mkdir -p "$dir"
   if can_name_hosts; then
     # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
     name=(unshare --uts sh -c 'hostname "$0" && exec "$@"' "host$k")
   fi
-  setsid "${name[@]}" "$KAGI_ROOT/build-release/apps/demo/kagi-demo" \
+  exec setsid "${name[@]}" "$KAGI_ROOT/build-release/apps/demo/kagi-demo" \
     --fcgi "127.0.0.1:$((CLUSTER_FCGI_BASE + k))" \
     --set locks.backend=postgres --set "locks.postgres.dsn=$CLUSTER_DSN" \
     --set data.backend=postgres \
     --set "locks.dir=$dir/locks" --set "data.dir=$dir/data" \
     --set "security.secret_file=$CLUSTER_DIR/secret.key" \
-    --set admin.htpasswd=var/admin.htpasswd "$@" </dev/null >>"$dir/kagi.log" 2>&1 &
-  CLUSTER_KAGI_PIDS[k - 1]=$!
+    --set admin.htpasswd=var/admin.htpasswd "$@" </dev/null >>"$dir/kagi.log" 2>&1
+}
+
+# start_host K [kagi-demo args...]: host K in the background; its pid is CLUSTER_KAGI_PIDS[K-1].
+start_host() {
+  mkdir -p "$CLUSTER_DIR/host$1"
+  host_process "$@" &
+  CLUSTER_KAGI_PIDS[$1 - 1]=$!
 }
 
 # start_nginx N: nginx as a private instance (its own conf, pid, logs and temp folders under
@@ -243,7 +249,7 @@ cluster_stop() {
     kill -TERM -- "-$pid" 2>/dev/null || true
   done
   if [ ${#groups[@]} -gt 0 ]; then
-    log "stopping nginx and ${#CLUSTER_KAGI_PIDS[@]} kagi hosts"
+    log "stopping nginx and the kagi hosts"
     for ((i = 0; i < 150; i++)); do
       local running=0
       for pid in "${groups[@]}"; do cluster_alive "$pid" && running=1; done
@@ -300,7 +306,7 @@ run_cluster() {
   done
   echo "which host served what: var/cluster/nginx/access.log (host=127.0.0.1:900K)"
   echo "locks and data: PostgreSQL, $CLUSTER_DSN"
-  echo "  (psql -h var/pg -U kagi kagi; the site's secret: var/cluster/secret.key)"
+  echo "  (psql \"$CLUSTER_DSN\"; the site's secret: var/cluster/secret.key)"
   can_name_hosts || echo "(every host shows this machine's name in /admin/locks: naming them needs root)"
 
   # Until a signal: a host that exits is reported and the others go on serving (nginx skips

@@ -134,9 +134,8 @@ def check_postgres_refusal(fail, env, pg):
 
 
 def test(env, fail):
-    with pgcluster.PgCluster(env) as pg:
-        cluster = cluster_common.Cluster(env, pg, extra=[
-            "bbs.boards=" + BOARD, "bbs.keep=100000", "locks.timeout_ms=10000"]).start()
+    with pgcluster.PgCluster(env) as pg, cluster_common.Cluster(env, pg, extra=[
+            "bbs.boards=" + BOARD, "bbs.keep=100000", "locks.timeout_ms=10000"]) as cluster:
         ports = [h.port for h in cluster.hosts]
         t0 = time.monotonic()
         results = hammer(cluster, ports)

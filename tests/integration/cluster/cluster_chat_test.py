@@ -180,9 +180,8 @@ async def say_while_polling(fail, site, hosts, since):
 
 
 def test(env, fail):
-    with pgcluster.PgCluster(env) as pg:
-        cluster = cluster_common.Cluster(env, pg, extra=[
-            "chat.max_waiters_per_client=1000", "chat.say_per_minute=0"]).start()
+    with pgcluster.PgCluster(env) as pg, cluster_common.Cluster(env, pg, extra=[
+            "chat.max_waiters_per_client=1000", "chat.say_per_minute=0"]) as cluster:
         hosts = cluster.hosts
         site = Site(cluster, cluster_common.csrf_token(hosts[0].port, "/chat/"))
         mid = asyncio.run(park_and_wake(fail, site, hosts))

@@ -27,7 +27,9 @@ import http.client
 import importlib.util
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -99,7 +101,9 @@ class Host:
 
 
 class Cluster:
-    """`hosts` hosts × `processes` kagi-demo processes × `threads` threads on `pg`."""
+    """`hosts` hosts × `processes` kagi-demo processes × `threads` threads on `pg`. A context
+    manager: its processes are killed on the way out, before the PgCluster around it stops
+    (so their logs do not fill with the server's shutdown)."""
 
     def __init__(self, env, pg, hosts=3, processes=2, threads=4, extra=()):
         self.env = env
@@ -132,12 +136,29 @@ class Cluster:
         self.start_nginx()
         return self
 
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.kill()
+        return False
+
+    def kill(self):
+        """SIGKILLs every kagi-demo process (nginx is the Env's to stop)."""
+        for host in self.hosts:
+            for pid in host.pids:
+                harness.kill(pid, signal.SIGKILL)
+        for host in self.hosts:
+            for pid in host.pids:
+                harness.wait_until("kagi-demo %d to die" % pid,
+                                   lambda: not harness.pid_alive(pid), timeout=10)
+
     def spawn(self, host, p, sock):
         """One kagi-demo under spawn-fcgi on `sock`; returns its pid."""
         log = self.env.path("%s-p%d.log" % (host.name, p))
         # $0 is kagi-demo, "$@" its arguments; $$ is the shell's pid, which exec hands on.
         script = ('exec "$0" "$@" --set locks.postgres.application_name=kagi/%s/$$ >>%s 2>&1'
-                  % (host.name, log))
+                  % (host.name, shlex.quote(log)))
         argv = ["spawn-fcgi", "-s", sock, "-M", "0666", "-F", "1", "-d", self.env.dir, "--",
                 "/bin/sh", "-c", script, self.env.demo] + \
             self.env.demo_settings(self.threads, self.settings(host))

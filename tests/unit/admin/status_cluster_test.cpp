@@ -9,7 +9,10 @@
 #include <string>
 #include <thread>
 
+#include <kagi/app/request_stats.hpp>
 #include <kagi/lock/lock_service.hpp>
+#include <kagi/stats/cluster_stats.hpp>
+#include <kagi/stats/host_stats.hpp>
 #include <kagi/view/views.hpp>
 #include "../support/pg_cluster.hpp"
 #include "../support/temp_dir.hpp"
@@ -160,7 +163,8 @@ TEST_F(StatusClusterTest, EveryHostsHolderAndWaiterOnEverySurface) {
   ASSERT_TRUE(after.cluster.has_value());
   EXPECT_EQ(after.cluster->error, "");
   EXPECT_TRUE(after.cluster->locks.empty());
-  EXPECT_NE(to_json(after).find("\"error\":null,\"locks\":[]}"), std::string::npos);
+  EXPECT_NE(to_json(after).find("\"error\":null,\"locks\":[],\"host_stats_error\":null,"),
+            std::string::npos);
   EXPECT_NE(render_page(after).find("No lock is held or waited for on any host"),
             std::string::npos);
 }
@@ -200,7 +204,9 @@ TEST(StatusClusterLocalTest, AServerThatCannotBeReadIsShownAsAnError) {
                        0),
             0u)
       << json;
-  EXPECT_NE(json.find("\"locks\":[]}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"locks\":[],\"host_stats_error\":null,\"host_stats\":[]}"),
+            std::string::npos)
+      << json;
 
   const std::string html = render_page(status);
   EXPECT_NE(html.find("<h2>Across hosts (PostgreSQL)</h2>"), std::string::npos) << html;
@@ -243,6 +249,65 @@ TEST(StatusClusterLocalTest, ValuesFromTheServerAreEscaped) {
             std::string::npos);
   EXPECT_NE(to_json(status).find("\"host\":\"\\u003cimg src=x\\u003e\""), std::string::npos)
       << to_json(status);
+}
+
+// Each host publishes its sums to the lock server; any host's admin surfaces show every host's
+// row, with its own numbers.
+TEST_F(StatusClusterTest, EveryHostsStatsOnEverySurface) {
+  struct Host {
+    lock::LockOptions options;
+    std::unique_ptr<lock::LockService> locks;
+    RequestStats requests;
+    std::unique_ptr<stats::StatsPublisher> files;
+    std::unique_ptr<stats::ClusterStatsPublisher> cluster;
+  };
+  Host hosts[2];
+  const char* names[] = {"stats-a", "stats-b"};
+  for (int i = 0; i < 2; ++i) {
+    Host& h = hosts[i];
+    h.options = host(names[i], 30 + i);
+    h.locks = lock::LockService::create(h.options);
+    h.files = std::make_unique<stats::StatsPublisher>(*h.locks, h.requests,
+                                                      stats::StatsPublisher::Options{});
+    h.cluster = std::make_unique<stats::ClusterStatsPublisher>(
+        h.options.dir, names[i], h.options.postgres, stats::ClusterStatsPublisher::Options{});
+    for (int n = 0; n < 3 + 4 * i; ++n) {  // 3 locks on a, 7 on b
+      auto r = h.locks->context({"s", "POST", "/x", "192.0.2.1"});
+      auto g = r->exclusive("st/" + std::to_string(n));
+    }
+    h.requests.record("GET /bbs/", 200, 1ms);
+    h.files->publish_now();
+    ASSERT_TRUE(h.cluster->publish_now());
+  }
+  const LockStatus status = collect_status(hosts[0].options.dir, hosts[0].options);
+  ASSERT_TRUE(status.cluster.has_value());
+  const ClusterLocks& c = *status.cluster;
+  EXPECT_EQ(c.host_stats_error, "");
+  ASSERT_EQ(c.host_stats.size(), 2u);
+  EXPECT_EQ(c.host_stats[0].host, "stats-a");
+  EXPECT_EQ(c.host_stats[1].host, "stats-b");
+  EXPECT_EQ(c.host_stats[0].stats.stats.total().acquisitions, 3u);
+  EXPECT_EQ(c.host_stats[1].stats.stats.total().acquisitions, 7u);
+  EXPECT_EQ(c.host_stats[1].stats.processes, 1u);
+
+  const std::string json = cluster_json(to_json(status));
+  EXPECT_NE(json.find("\"host_stats_error\":null,\"host_stats\":[{\"host\":\"stats-a\""),
+            std::string::npos)
+      << json;
+  const std::string metrics = to_prometheus(status);
+  EXPECT_NE(metrics.find("kagi_cluster_host_lock_acquisitions_total{host=\"stats-b\"} 7\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kagi_cluster_host_requests_total{host=\"stats-a\"} 1\n"),
+            std::string::npos);
+  const std::string text = to_text(status);
+  EXPECT_NE(text.find("stats-b                     1      1          7"), std::string::npos)
+      << text;
+  const std::string html = render_page(status);
+  EXPECT_NE(
+      html.find("<tr><td class=\"name\">stats-a</td><td>1</td><td>1</td><td>0</td><td>3</td>"),
+      std::string::npos)
+      << html;
 }
 
 // A role that may not see another role's session activity gets no statement time for that
