@@ -79,6 +79,14 @@ int main(int argc, char** argv) {
   const kagi::Config conf =
       args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
   const std::string dir = data_dir.value_or(conf.get_string("data.dir"));
+  if (!data_dir && conf.get_string("data.backend") == "postgres") {
+    // Rows in PostgreSQL have no torn tails or flipped bits for this tool to find: the
+    // server checks its own pages (its WAL, data checksums, amcheck).
+    std::cerr << "kagi-fsck: data.backend = \"postgres\": the data is in the database, which "
+                 "checks its own integrity; kagi-fsck checks the files of data.backend = "
+                 "\"files\" (or a folder given with --data)\n";
+    return 2;
+  }
 
   std::vector<std::string> errors;
   const std::vector<LogReport> logs = kagi::apps::fsck::scan(dir, errors);

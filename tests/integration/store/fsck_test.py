@@ -91,6 +91,13 @@ def test(env, fail):
     with open(log, "rb") as f:
         fail.check(f.read().startswith(damaged), "the append cut nothing")
 
+    # With the data on PostgreSQL there are no files to check: said, not a scan of data.dir.
+    out = subprocess.run([os.environ["KAGI_FSCK"], "--set", "data.dir=" + env.path("var", "data"),
+                          "--set", "data.backend=postgres"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    fail.equal(out.returncode, 2, "kagi-fsck with data.backend = postgres is refused")
+    fail.check(b"checks its own integrity" in out.stdout, "and says why")
+
     # A repair takes the site's locks in the site's lock backend, not local ones of its own: run
     # with another backend than the site's (whose server is not even there), it repairs nothing.
     code, text = fsck(env, "--repair", "--set", "locks.backend=postgres", "--set",
