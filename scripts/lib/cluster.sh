@@ -218,19 +218,26 @@ cluster_alive() {
   state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]
 }
 
-# wait_ready WHAT PID LOG URL: until URL answers (any HTTP status) while PID runs; 60 s at most.
+# Whether something accepts TCP connections on 127.0.0.1:$1.
+port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# wait_ready WHAT PID LOG PORT: until 127.0.0.1:PORT accepts connections while PID runs; 60 s
+# at most. On failure, says why with the end of LOG.
 wait_ready() {
-  local what="$1" pid="$2" logfile="$3" url="$4" i
+  local what="$1" pid="$2" logfile="$3" port="$4" i
   for ((i = 0; i < 600; i++)); do
     if ! cluster_alive "$pid"; then
       echo "$what exited at start; the end of $logfile:" >&2
       tail -15 "$logfile" >&2
       return 1
     fi
-    curl -s -o /dev/null --max-time 2 "$url" && return 0
+    port_open "$port" && return 0
     sleep 0.1
   done
-  echo "$what did not answer $url within 60 s; see $logfile" >&2
+  echo "$what did not listen on 127.0.0.1:$port within 60 s; the end of $logfile:" >&2
+  tail -15 "$logfile" >&2
   return 1
 }
 
@@ -284,20 +291,36 @@ run_cluster() {
   trap cluster_stop EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
+  local k port
+  for ((k = 0; k <= n; k++)); do
+    for port in $((CLUSTER_HTTP_PORT + k)) $((CLUSTER_FCGI_BASE + k)); do
+      [ "$k" -eq 0 ] && [ "$port" -eq "$CLUSTER_FCGI_BASE" ] && continue
+      if port_open "$port"; then
+        echo "127.0.0.1:$port is in use (another scripts/demo?): the demo needs" \
+          "$CLUSTER_HTTP_PORT-$((CLUSTER_HTTP_PORT + n)) and $((CLUSTER_FCGI_BASE + 1))-$((CLUSTER_FCGI_BASE + n))" >&2
+        return 1
+      fi
+    done
+  done
   mkdir -p "$CLUSTER_DIR"
   pg_start
   CLUSTER_DSN="host=$CLUSTER_PG_DIR port=$CLUSTER_PG_PORT dbname=kagi user=kagi"
   make_shared_secret
-  local k
   log "starting $n kagi hosts (logs: var/cluster/hostK/kagi.log)"
   for ((k = 1; k <= n; k++)); do start_host "$k" "$@"; done
   start_nginx "$n"
   for ((k = 1; k <= n; k++)); do
     wait_ready "host $k" "${CLUSTER_KAGI_PIDS[k - 1]}" "var/cluster/host$k/kagi.log" \
-      "http://127.0.0.1:$((CLUSTER_HTTP_PORT + k))/bbs/"
+      "$((CLUSTER_FCGI_BASE + k))"
   done
-  wait_ready nginx "$CLUSTER_NGINX_PID" var/cluster/nginx/error.log \
-    "http://127.0.0.1:$CLUSTER_HTTP_PORT/bbs/"
+  wait_ready nginx "$CLUSTER_NGINX_PID" var/cluster/nginx/error.log "$CLUSTER_HTTP_PORT"
+  # Every host through nginx once: a host that cannot serve shows here, not at the first visit.
+  for ((k = 1; k <= n; k++)); do
+    if ! curl -sf -o /dev/null --max-time 10 "http://127.0.0.1:$((CLUSTER_HTTP_PORT + k))/bbs/"; then
+      echo "host $k does not serve /bbs/; see var/cluster/host$k/kagi.log" >&2
+      return 1
+    fi
+  done
 
   log "kagi demo on $n hosts: http://127.0.0.1:$CLUSTER_HTTP_PORT/  (round robin; Ctrl-C to stop)"
   echo "admin pages: user admin, password $(cat var/admin.password)  (var/admin.password)"

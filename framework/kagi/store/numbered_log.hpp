@@ -1,6 +1,6 @@
 // store/numbered_log.hpp — items with increasing ids (posts, chat messages) kept in one
-// append-only log under data.dir, with bounded retention, and a per-process decoded copy of
-// each log kept current as the log grows.
+// append-only log of the DataStore (a file under data.dir, or rows in PostgreSQL), with bounded
+// retention, and a per-process decoded copy of each log kept current as the log grows.
 //
 // Adding an item appends one record: no rewrite per item, and a crash mid-append leaves a
 // torn tail the log drops. Damage in the middle of the log (a flipped bit) loses only the
@@ -12,8 +12,8 @@
 // given, so ids are never reused (a client reading "since id N" never misses or repeats one).
 //
 // Reading goes through a NumberedLogCache: it remembers the items it decoded and where it
-// stopped in the file (LogCursor), so a read decodes only the records appended since
-// (by any process). A replaced log (a compaction or a delete, by any process) is read again
+// stopped in the log (LogCursor), so a read decodes only the records appended since
+// (by any process; on PostgreSQL, one small indexed query). A replaced log (a compaction or a delete, by any process) is read again
 // from the start.
 //
 // Item needs `int64_t id` and `std::string encode(const Item&)` (found by argument-dependent

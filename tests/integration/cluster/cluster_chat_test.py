@@ -12,7 +12,9 @@ say rate limit is off (chat.say_per_minute = 0).
      /chat/stats.json (asked over its own FastCGI socket) shows them parked, on every host.
      One message said on host1 reaches all 200: p50/p99 delivery latency printed, from the
      say's 200 answer to each waiter's answer (and from the say's request), asserted under a
-     sanity bound of 10 s.
+     sanity bound of 10 s. (A latency from the answer can be below zero: the process that
+     says wakes its own waiters before it answers. A warm-up say with nobody waiting comes
+     first; its time is printed too.)
   2. The 200 pollers loop (poll, then poll again from the answer's `last`) while 20 messages
      are said one after another on host1, host2, host3, host1... Every poller sees exactly the
      20 acknowledged ids, each once, ascending, without gaps; p50/p99 latency printed.
