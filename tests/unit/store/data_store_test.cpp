@@ -479,6 +479,45 @@ TEST_F(PgDataStoreTest, AnotherLockDomainIsRefusedUnlessAdopted) {
   EXPECT_EQ(sql("SELECT domain FROM kagi_lock_domain"), lock::lock_domain(local));
 }
 
+// A DBA may create the tables with one role and give the site's role only these objects (no
+// CREATE on the schema): kagi still starts, locks with ordered epochs and writes. A role given
+// nothing is refused at start, saying why.
+TEST_F(PgDataStoreTest, ARoleGivenOnlyItsTablesStartsAndWrites) {
+  {
+    auto owner = lock::LockService::create(lock_options("owner"));
+    std::error_code ec;
+    std::string why;
+    ASSERT_TRUE(open(owner->options(), true, ec, why)) << why;
+    auto r = request(*owner, "make");
+    auto g = r->exclusive("t/made");  // the lock backend makes its table and sequence
+  }
+  const std::string role = "kagi_site_" + std::to_string(::getpid());
+  const std::string nobody = "kagi_nobody_" + std::to_string(::getpid());
+  sql("CREATE ROLE " + role + " LOGIN; CREATE ROLE " + nobody + " LOGIN; " +
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO " + role + "; " +
+      "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO " + role + "; " +
+      "REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+  const std::string owner_dsn = dsn_;
+  dsn_.replace(dsn_.find("user=kagi"), 9, "user=" + role);
+  auto locks = lock::LockService::create(lock_options("site"));
+  std::error_code ec;
+  std::string why;
+  auto data = open(locks->options(), true, ec, why);
+  ASSERT_TRUE(data) << why;
+  {
+    auto r = request(*locks, "w");
+    auto g = r->exclusive("t/limited");
+    EXPECT_TRUE(lock::epoch_is_ordered(g.epoch()));
+    ASSERT_TRUE(data->append(g, "t/limited.log", "written").ok());
+    EXPECT_EQ(data->read_log(g, "t/limited.log").value(), std::vector<std::string>{"written"});
+  }
+  dsn_ = owner_dsn;
+  dsn_.replace(dsn_.find("user=kagi"), 9, "user=" + nobody);
+  EXPECT_FALSE(open(locks->options(), false, ec, why));
+  EXPECT_EQ(ec, Errc::kDatabase);
+  EXPECT_NE(why.find("permission denied"), std::string::npos) << why;
+}
+
 // A server that is down is "unavailable" (the app answers 503), at once rather than after a
 // hang, and the store works again once it is back.
 TEST_F(PgDataStoreTest, AServerThatIsDownIsUnavailableThenServesAgain) {

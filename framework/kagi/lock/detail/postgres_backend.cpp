@@ -153,7 +153,8 @@ class PostgresBackend : public Backend {
   bool names_table() const { return names_table_.load(std::memory_order_relaxed); }
   // Whether kagi_lock_epochs is there to number exclusive grants (see above).
   bool epoch_sequence() const {
-    return names_table() && table_ready_.load(std::memory_order_relaxed);
+    return table_ready_.load(std::memory_order_relaxed) &&
+           epochs_usable_.load(std::memory_order_relaxed);
   }
   // The table cannot be made or written (no privilege): go on without it, said once.
   void lose_names_table(const std::string& why) {
@@ -184,11 +185,13 @@ class PostgresBackend : public Backend {
     };
     return p;
   }
-  // On each new connection, while the table is not known to exist: create it and the epoch
-  // sequence (serialised between processes by a transaction lock, as CREATE ... IF NOT EXISTS
-  // alone can race). The sequence is logged: after a crash it must not count again from 1.
-  // A new connection may also follow a server restart, which empties an unlogged table, so
-  // the names this process registered are registered again.
+  // On each new connection, while the table is not known to exist: create what is missing of
+  // it and the epoch sequence (serialised between processes by a transaction lock; created
+  // only when missing, because even CREATE ... IF NOT EXISTS needs CREATE on the schema, which
+  // a role given only these objects lacks), then check that this role may use them. The
+  // sequence is logged: after a crash it must not count again from 1. A new connection may
+  // also follow a server restart, which empties an unlogged table, so the names this process
+  // registered are registered again.
   void prepare(pg::Connection& conn, Clock::time_point deadline) {
     registered_.forget_all();
     if (!names_table() || table_ready_.load(std::memory_order_relaxed)) return;
@@ -196,15 +199,31 @@ class PostgresBackend : public Backend {
     std::string why;
     const std::error_code ec = conn.exec(
         "SELECT pg_advisory_xact_lock(1801545577, 1); "
-        "CREATE UNLOGGED TABLE IF NOT EXISTS kagi_lock_names "
-        "(key bigint PRIMARY KEY, name text NOT NULL); "
-        "CREATE SEQUENCE IF NOT EXISTS kagi_lock_epochs",
+        "DO $$ BEGIN "
+        "IF to_regclass('kagi_lock_names') IS NULL THEN CREATE UNLOGGED TABLE kagi_lock_names "
+        "(key bigint PRIMARY KEY, name text NOT NULL); END IF; "
+        "IF to_regclass('kagi_lock_epochs') IS NULL THEN CREATE SEQUENCE kagi_lock_epochs; "
+        "END IF; END $$; "
+        "SELECT has_table_privilege('kagi_lock_names', 'SELECT, INSERT'), "
+        "has_sequence_privilege('kagi_lock_epochs', 'USAGE')",
         deadline, reply, &why);
-    if (!ec) {
-      table_ready_.store(true, std::memory_order_relaxed);
-    } else if (ec == pg::Errc::kQuery) {
+    if (ec == pg::Errc::kQuery) {
       lose_names_table(why);
+      return;
     }
+    if (ec || reply.size() != 2 || reply[1].rows() != 1) return;  // tried on the next connection
+    if (reply[1].get(0, 0) != "t") {
+      lose_names_table("this role may not read and insert into it");
+      return;
+    }
+    epochs_usable_.store(reply[1].get(0, 1) == "t", std::memory_order_relaxed);
+    if (reply[1].get(0, 1) != "t") {
+      log_event(
+          "postgres locks: this role may not use the sequence kagi_lock_epochs; exclusive "
+          "grants get unordered epochs, so data on PostgreSQL is fenced by connection only. "
+          "GRANT USAGE ON kagi_lock_epochs TO <kagi's role>;");
+    }
+    table_ready_.store(true, std::memory_order_relaxed);
   }
 
   const LockOptions options_;
@@ -212,6 +231,7 @@ class PostgresBackend : public Backend {
   RegisteredNames registered_;
   std::atomic<bool> names_table_{true};
   std::atomic<bool> table_ready_{false};
+  std::atomic<bool> epochs_usable_{false};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<size_t> active_{0};  // held + waited for in this process
 };

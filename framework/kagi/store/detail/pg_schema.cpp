@@ -37,20 +37,26 @@ constexpr int kKnown = static_cast<int>(std::size(kSteps));
 // (1801545577, 1) for its own table).
 constexpr std::string_view kMigrationLock = "1801545577, 2";
 
-}  // namespace
-
-std::error_code migrate(pg::Connection& conn, int target, pg::Clock::time_point deadline,
-                        std::string* why) {
+// Runs under kMigrationLock (a session lock: released on every path below, since a failed
+// statement does not release it and the connection goes back to a pool).
+std::error_code migrate_locked(pg::Connection& conn, int target, pg::Clock::time_point deadline,
+                               std::string* why) {
   pg::Reply reply;
+  // Created only when missing: CREATE ... IF NOT EXISTS needs CREATE on the schema even when
+  // the table is there, and a role the DBA gave only its tables must still start.
   std::error_code ec =
-      conn.exec("SELECT pg_advisory_lock(" + std::string(kMigrationLock) +
-                    "); CREATE TABLE IF NOT EXISTS kagi_schema_version (version integer NOT NULL); "
-                    "SELECT COALESCE(max(version), 0) FROM kagi_schema_version",
-                deadline, reply, why);
+      conn.exec("SELECT to_regclass('kagi_schema_version') IS NULL", deadline, reply, why);
+  if (ec) return ec;
+  if (reply.size() == 1 && reply[0].rows() == 1 && reply[0].get(0, 0) == "t") {
+    ec = conn.exec("CREATE TABLE kagi_schema_version (version integer NOT NULL)", deadline, reply,
+                   why);
+    if (ec) return ec;
+  }
+  ec = conn.exec("SELECT COALESCE(max(version), 0) FROM kagi_schema_version", deadline, reply, why);
   if (ec) return ec;
   int version = 0;
-  if (reply.size() == 2 && reply[1].rows() == 1) {
-    const std::string_view text = reply[1].get(0, 0);
+  if (reply.size() == 1 && reply[0].rows() == 1) {
+    const std::string_view text = reply[0].get(0, 0);
     std::from_chars(text.data(), text.data() + text.size(), version);
   }
   if (version > target || version > kKnown) {
@@ -59,17 +65,32 @@ std::error_code migrate(pg::Connection& conn, int target, pg::Clock::time_point 
              ", newer than this kagi knows (" + std::to_string(target) +
              "): upgrade kagi on this host";
     }
-    ec = make_error_code(pg::Errc::kQuery);
+    return make_error_code(pg::Errc::kQuery);
   }
-  for (; !ec && version < target; ++version) {
+  for (; version < target; ++version) {
     std::string sql(kSteps[version]);
     sql += "; DELETE FROM kagi_schema_version; INSERT INTO kagi_schema_version VALUES (" +
            std::to_string(version + 1) + ")";
     ec = conn.exec(sql, deadline, reply, why);
-    if (ec && why) {
-      *why = "migrating the schema to version " + std::to_string(version + 1) + ": " + *why;
+    if (ec) {
+      if (why) {
+        *why = "migrating the schema to version " + std::to_string(version + 1) + ": " + *why;
+      }
+      return ec;
     }
   }
+  return {};
+}
+
+}  // namespace
+
+std::error_code migrate(pg::Connection& conn, int target, pg::Clock::time_point deadline,
+                        std::string* why) {
+  pg::Reply reply;
+  std::error_code ec = conn.exec("SELECT pg_advisory_lock(" + std::string(kMigrationLock) + ")",
+                                 deadline, reply, why);
+  if (ec) return ec;
+  ec = migrate_locked(conn, target, deadline, why);
   if (!conn.broken()) {
     (void)conn.exec("SELECT pg_advisory_unlock(" + std::string(kMigrationLock) + ")", deadline,
                     reply, nullptr);
