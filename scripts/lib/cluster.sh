@@ -24,8 +24,9 @@
 CLUSTER_DIR="$KAGI_ROOT/var/cluster"
 CLUSTER_PG_DIR="$KAGI_ROOT/var/pg"
 # Only the number in the socket's name (var/pg/.s.PGSQL.5432): the server listens on no TCP
-# port, so it cannot clash with a system PostgreSQL. Keep it fixed: the DSN, port included, is
-# the lock domain each host's data.dir records, and another one would be refused at start.
+# port, so it cannot clash with a system PostgreSQL. Keep it fixed: the DSN's host, port and
+# database are the lock domain the data records (table kagi_lock_domain), and hosts with another
+# one would be refused at start.
 CLUSTER_PG_PORT=5432
 CLUSTER_HTTP_PORT=8080
 CLUSTER_FCGI_BASE=9000
@@ -53,9 +54,15 @@ pg_psql() {
 # its database (and so may create kagi's tables there at the first start).
 pg_start() {
   local d
+  # The newest server installed, or the one that made the cluster.
   for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && CLUSTER_PG_BIN="$d"; done
-  if [ -z "$CLUSTER_PG_BIN" ]; then
-    echo "no PostgreSQL server binaries in /usr/lib/postgresql/*/bin (apt-get install postgresql)" >&2
+  if [ -f "$CLUSTER_PG_DIR/data/PG_VERSION" ]; then
+    CLUSTER_PG_BIN="/usr/lib/postgresql/$(cat "$CLUSTER_PG_DIR/data/PG_VERSION")/bin"
+  fi
+  if [ ! -x "$CLUSTER_PG_BIN/initdb" ]; then
+    echo "no PostgreSQL server binaries in ${CLUSTER_PG_BIN:-/usr/lib/postgresql/*/bin}" \
+      "(apt-get install postgresql; var/pg/data was made by PostgreSQL" \
+      "$(cat "$CLUSTER_PG_DIR/data/PG_VERSION" 2>/dev/null || echo '-'))" >&2
     return 1
   fi
   mkdir -p "$CLUSTER_PG_DIR"
@@ -79,9 +86,9 @@ pg_start() {
   else
     log "starting PostgreSQL in var/pg/ (unix socket only)"
     # No TCP port; the socket is for its owner only (root may connect anyway), and trust
-    # authentication stays on this machine. max_connections: each kagi process opens at most
-    # about server.threads x 2 + 2 connections (locks.postgres.pool and data.postgres.pool are
-    # caps, filled on demand), so 300 leaves room for 9 hosts with 8 threads each.
+    # authentication stays on this machine. max_connections: an idle kagi process holds three
+    # connections and its pools grow with the requests holding locks at once (at most
+    # locks.postgres.pool + data.postgres.pool + 1), so 300 leaves room for 9 busy hosts.
     pg_as_owner "$CLUSTER_PG_BIN/pg_ctl" -D "$CLUSTER_PG_DIR/data" -l "$CLUSTER_PG_DIR/server.log" \
       -w -t 60 start -o "-k $CLUSTER_PG_DIR -p $CLUSTER_PG_PORT -c listen_addresses='' \
       -c unix_socket_permissions=0700 -c max_connections=300" >/dev/null ||
@@ -291,16 +298,13 @@ run_cluster() {
   trap cluster_stop EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  local k port
-  for ((k = 0; k <= n; k++)); do
-    for port in $((CLUSTER_HTTP_PORT + k)) $((CLUSTER_FCGI_BASE + k)); do
-      [ "$k" -eq 0 ] && [ "$port" -eq "$CLUSTER_FCGI_BASE" ] && continue
-      if port_open "$port"; then
-        echo "127.0.0.1:$port is in use (another scripts/demo?): the demo needs" \
-          "$CLUSTER_HTTP_PORT-$((CLUSTER_HTTP_PORT + n)) and $((CLUSTER_FCGI_BASE + 1))-$((CLUSTER_FCGI_BASE + n))" >&2
-        return 1
-      fi
-    done
+  local k port http_last=$((CLUSTER_HTTP_PORT + n)) fcgi_last=$((CLUSTER_FCGI_BASE + n))
+  for port in $(seq "$CLUSTER_HTTP_PORT" "$http_last") $(seq $((CLUSTER_FCGI_BASE + 1)) "$fcgi_last"); do
+    if port_open "$port"; then
+      echo "127.0.0.1:$port is in use (another scripts/demo?): the demo needs" \
+        "$CLUSTER_HTTP_PORT-$http_last and $((CLUSTER_FCGI_BASE + 1))-$fcgi_last" >&2
+      return 1
+    fi
   done
   mkdir -p "$CLUSTER_DIR"
   pg_start
@@ -316,7 +320,8 @@ run_cluster() {
   wait_ready nginx "$CLUSTER_NGINX_PID" var/cluster/nginx/error.log "$CLUSTER_HTTP_PORT"
   # Every host through nginx once: a host that cannot serve shows here, not at the first visit.
   for ((k = 1; k <= n; k++)); do
-    if ! curl -sf -o /dev/null --max-time 10 "http://127.0.0.1:$((CLUSTER_HTTP_PORT + k))/bbs/"; then
+    if ! curl -sf -o /dev/null --max-time 10 \
+         "http://127.0.0.1:$((CLUSTER_HTTP_PORT + k))/bbs/"; then
       echo "host $k does not serve /bbs/; see var/cluster/host$k/kagi.log" >&2
       return 1
     fi
@@ -325,12 +330,14 @@ run_cluster() {
   log "kagi demo on $n hosts: http://127.0.0.1:$CLUSTER_HTTP_PORT/  (round robin; Ctrl-C to stop)"
   echo "admin pages: user admin, password $(cat var/admin.password)  (var/admin.password)"
   for ((k = 1; k <= n; k++)); do
-    echo "host $k alone: http://127.0.0.1:$((CLUSTER_HTTP_PORT + k))/  (FastCGI 127.0.0.1:$((CLUSTER_FCGI_BASE + k)), var/cluster/host$k/)"
+    echo "host $k alone: http://127.0.0.1:$((CLUSTER_HTTP_PORT + k))/" \
+      " (FastCGI 127.0.0.1:$((CLUSTER_FCGI_BASE + k)), var/cluster/host$k/)"
   done
   echo "which host served what: var/cluster/nginx/access.log (host=127.0.0.1:900K)"
   echo "locks and data: PostgreSQL, $CLUSTER_DSN"
   echo "  (psql \"$CLUSTER_DSN\"; the site's secret: var/cluster/secret.key)"
-  can_name_hosts || echo "(every host shows this machine's name in /admin/locks: naming them needs root)"
+  can_name_hosts ||
+    echo "(every host shows this machine's name in /admin/locks: naming them needs root)"
 
   # Until a signal: a host that exits is reported and the others go on serving (nginx skips
   # it), which is the failure a multi-host site is for; nginx exiting ends the demo.
@@ -338,7 +345,7 @@ run_cluster() {
   while [ ${#live[@]} -gt 1 ]; do
     done_pid="" status=0
     wait -n -p done_pid "${live[@]}" || status=$?
-    [ -n "$done_pid" ] || continue
+    [ -n "$done_pid" ] || break  # nothing left to wait for (status 127)
     if [ "$done_pid" = "$CLUSTER_NGINX_PID" ]; then
       echo "nginx exited (status $status); see var/cluster/nginx/error.log" >&2
       return 1
