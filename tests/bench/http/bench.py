@@ -4,6 +4,10 @@ measured in the same run, written to docs/BENCHMARKS.md.
 Each scenario: a warm-up, then ROUNDS rounds; the table shows medians. Write scenarios also
 count acknowledged writes (wrk's Lua counts 303/200 answers) and stored writes (read back
 through the JSON APIs): lost = acknowledged - stored, which must be 0.
+
+Besides one kagi host on files, one site on two kagi hosts sharing a private PostgreSQL on
+this machine (locks and data on it, tests/support/pgcluster with KAGI_PG_DURABLE=1, so
+synchronous_commit = on waits for the WAL flush), behind one nginx upstream.
 """
 
 import argparse
@@ -12,6 +16,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -20,6 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration", "frontends"))
 import harness  # noqa: E402
+import pgcluster  # noqa: E402
 
 THREADS, CONNECTIONS = 2, 32
 
@@ -51,6 +57,7 @@ class Bench:
     def __init__(self, args, env):
         self.args, self.env = args, env
         self.rows = []
+        self.pg_server = None  # "15.x (fsync=on, ...)", once pg_scenarios asked the server
 
     def scenario(self, name, url, script=None, script_env=None, stored=None):
         """Runs one scenario; `stored` returns the number of stored writes (for lost)."""
@@ -161,16 +168,111 @@ def start_nginx(env, port, base_port, sock, extra=""):
     harness.wait_for_port(base_port, proc, "nginx baseline")
 
 
+def kagi_settings(env, fsync, name):
+    """The --set items of one kagi host (data and locks in folders named after `name`)."""
+    return ["log.access=false", "data.fsync=" + fsync, "bbs.flood_interval_s=0",
+            "chat.say_per_minute=0", "chat.keep=200",
+            "bbs.boards=general," + ",".join("b%d" % i for i in range(8)),
+            "data.dir=" + env.path("data-" + name), "locks.dir=" + env.path("locks-" + name)]
+
+
 def run_kagi(env, fsync, extra=()):
     sock = env.path("kagi-%s.sock" % fsync)
-    pids = env.spawn_fcgi(sock, 2, 4, ["log.access=false", "data.fsync=" + fsync,
-                                       "bbs.flood_interval_s=0", "chat.say_per_minute=0",
-                                       "chat.keep=200",
-                                       "bbs.boards=general," + ",".join("b%d" % i for i in range(8)),
-                                       "data.dir=" + env.path("data-" + fsync),
-                                       "locks.dir=" + env.path("locks-" + fsync)] + list(extra))
+    pids = env.spawn_fcgi(sock, 2, 4, kagi_settings(env, fsync, fsync) + list(extra))
     harness.wait_for_unix(sock)
     return sock, pids
+
+
+def kagi_server(name, sockets, port):
+    """An nginx upstream over `sockets` (kept connections, as the shipped recipe) and a
+    server on `port` in front of it."""
+    return """
+    upstream %s { %s keepalive 32; }
+    server {
+        listen 127.0.0.1:%d;
+        location / { include fastcgi_params; fastcgi_param REMOTE_ADDR $remote_addr;
+                     fastcgi_pass %s; fastcgi_keep_conn on; }
+    }""" % (name, " ".join("server unix:%s;" % s for s in sockets), port, name)
+
+
+PG_HOSTS = 2
+PG_TAG = "2 hosts, PostgreSQL, synchronous_commit=%s"  # data.fsync never/always: off/on
+SYNC = {"never": "off", "always": "on"}
+
+
+def pg_sockets(env, fsync):
+    """The sockets of the PostgreSQL site's hosts for `fsync` (known before they start, so
+    nginx's config can name them up front)."""
+    return [env.path("kagi-pg-%s-host%d.sock" % (fsync, h + 1)) for h in range(PG_HOSTS)]
+
+
+def secret_file(env):
+    """The secret every host of the PostgreSQL sites shares (a CSRF cookie minted by one is
+    then accepted by the other): 64 lowercase hex digits, mode 0600."""
+    path = env.path("secret.key")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(32).hex().encode() + b"\n")
+    os.close(fd)
+    return path
+
+
+def run_pg_hosts(env, pg, fsync, secret):
+    """One site on PG_HOSTS kagi hosts (each as run_kagi: 2 processes x 4 threads, its own
+    data.dir and locks.dir) with locks and data in a database of its own on `pg`, so the
+    sites of the two data.fsync settings share no boards. Returns every pid."""
+    db = "bench_" + fsync
+    pg.sql("CREATE DATABASE " + db)
+    shared = ["locks.backend=postgres", "locks.postgres.dsn=" + pg.dsn.replace(
+        "dbname=postgres", "dbname=" + db), "data.backend=postgres",
+        "security.secret_file=" + secret]
+    pids = []
+    for h, sock in enumerate(pg_sockets(env, fsync)):
+        name = "pg-%s-host%d" % (fsync, h + 1)
+        pids += env.spawn_fcgi(sock, 2, 4, kagi_settings(env, fsync, name) + shared)
+    for sock in pg_sockets(env, fsync):
+        harness.wait_for_unix(sock, timeout=20)
+    return pids
+
+
+def stop_pids(pids):
+    """SIGKILLs kagi processes and waits for them, before their PostgreSQL stops (so their
+    logs do not fill with the server's shutdown)."""
+    for pid in pids:
+        harness.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        harness.wait_until("kagi-demo %d to die" % pid, lambda: not harness.pid_alive(pid))
+
+
+def pg_scenarios(bench, env, ports, settings, durable, reads):
+    """Starts a private PostgreSQL (durable: the server's durability defaults), a site of
+    PG_HOSTS hosts per data.fsync setting in `settings` (nginx already fronts their sockets
+    on ports[fsync]), runs app_scenarios against each (the read rows, when `reads`, on the
+    first only: they do not depend on synchronous_commit), and stops it all. Returns
+    {fsync: rows}."""
+    out = {}
+    pg = pgcluster.PgCluster(env)
+    if durable:
+        pg.env["KAGI_PG_DURABLE"] = "1"
+    with pg:
+        version, fsync_on, fpw = pg.sql("SELECT current_setting('server_version'), "
+                                        "current_setting('fsync'), "
+                                        "current_setting('full_page_writes')").split("|")
+        bench.pg_server = "%s (fsync=%s, full_page_writes=%s)" % (version.split()[0], fsync_on,
+                                                                   fpw)
+        secret = secret_file(env)
+        pids = []
+        try:
+            for fsync in settings:
+                pids += run_pg_hosts(env, pg, fsync, secret)
+            for i, fsync in enumerate(settings):
+                token = harness.request(ports[fsync], "GET", "/").cookies()["kagi_csrf"]
+                out[fsync] = app_scenarios(bench, "kagi", ports[fsync], token,
+                                           " (%s)" % (PG_TAG % SYNC[fsync]),
+                                           reads=reads and i == 0,
+                                           read_tag=", 2 hosts, PostgreSQL")
+        finally:
+            stop_pids(pids)
+    return out
 
 
 def bbs_total(port, board):
@@ -210,14 +312,16 @@ def seed_board(port, token, path="/bbs/general/post"):
             raise RuntimeError("seeding %s: %d %s" % (path, r.status, r.text()[:200]))
 
 
-def app_scenarios(bench, who, port, token, tag="", reads=True):
-    """The app scenarios against one implementation (kagi or the PHP peer) on `port`."""
+def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag=""):
+    """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
+    ends the write rows' names, `read_tag` goes inside the read rows' parentheses."""
     url = "http://127.0.0.1:%d" % port
     post = os.path.join(HERE, "post.lua")
     rows = {}
     if reads:
         seed_board(port, token)
-        rows["page"] = bench.scenario("%s BBS page read (20 posts)" % who, url + "/bbs/general/")
+        rows["page"] = bench.scenario("%s BBS page read (20 posts%s)" % (who, read_tag),
+                                      url + "/bbs/general/")
     rows["post1"] = bench.scenario(
         "%s BBS post, 1 board%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"},
@@ -233,30 +337,30 @@ def app_scenarios(bench, who, port, token, tag="", reads=True):
          "KAGI_OK": "200"},
         stored=lambda: chat_last(port))
     if reads:
-        rows["poll"] = bench.scenario("%s chat poll (since=0, 200 messages)" % who,
+        rows["poll"] = bench.scenario("%s chat poll (since=0, 200 messages%s)" % (who, read_tag),
                                       url + "/chat/lobby/messages?since=0&wait=0")
     return rows
 
 
 def run_all(bench, env):
     """Everything behind one nginx: the baselines, the peers, kagi with data.fsync=never (the
-    peers' durability: no fsync) and kagi with its default, always."""
+    peers' durability: no fsync) and kagi with its default, always; then kagi on two hosts
+    sharing PostgreSQL, with each of the two."""
     ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always")}
+    pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
     always_sock, _ = run_kagi(env, "always")
     c_sock = start_c_hello(env)
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
-    extra += """
-    upstream kagi_always { server unix:%s; keepalive 32; }
-    server {
-        listen 127.0.0.1:%d;
-        location / { include fastcgi_params; fastcgi_param REMOTE_ADDR $remote_addr;
-                     fastcgi_pass kagi_always; fastcgi_keep_conn on; }
-    }""" % (always_sock, ports["always"])
+    extra += kagi_server("kagi_always", [always_sock], ports["always"])
+    # The PostgreSQL sites' hosts start after the other rows (pg_scenarios): until then
+    # nothing listens on these sockets and nothing asks these ports.
+    for fsync, port in pg_ports.items():
+        extra += kagi_server("kagi_pg_" + fsync, pg_sockets(env, fsync), port)
     start_nginx(env, ports["kagi"], ports["base"], sock, extra)
-    for k in ("c", "php", "always"):
-        harness.wait_for_port(ports[k], None, k)
+    for port in [ports[k] for k in ("c", "php", "always")] + list(pg_ports.values()):
+        harness.wait_for_port(port, None, "nginx")
 
     r = {}
     r["baseline"] = bench.scenario("nginx return 200 (upper bound)",
@@ -272,6 +376,7 @@ def run_all(bench, env):
     always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
                                 " (data.fsync=always, the default)", reads=False)
+    r["pg"] = pg_scenarios(bench, env, pg_ports, ("never", "always"), durable=True, reads=True)
     return r
 
 
@@ -293,6 +398,11 @@ def goals(r):
                 k["post8"]["rps"] / k["post1"]["rps"], 1.5, None))
     out.append(("kagi BBS posts: 8 boards vs 1 board (data.fsync=always, the default)",
                 always["post8"]["rps"] / always["post1"]["rps"], 1.5, None))
+    for fsync in ("never", "always"):
+        for key, what in (("post1", "BBS post, 1 board"), ("post8", "BBS post, 8 boards")):
+            out.append(("kagi %s (%s) vs PHP-FPM" % (what, PG_TAG % SYNC[fsync]),
+                        r["pg"][fsync][key]["rps"] / php[key]["rps"], 3.0,
+                        3.0 * php[key]["rps"]))
     return out
 
 
@@ -363,8 +473,23 @@ def write_report(path, bench, results, command):
               "kept connection), and PHP (`php/`): a BBS that takes an exclusive `flock` before "
               "reading its board file and writes it back with temp + rename, and a chat that "
               "appends to its log under `flock`. Neither calls fsync, so kagi's comparable rows "
-              "run with `data.fsync=never`; the `always` rows show kagi's default.", "",
-              "The lock-layer and storage micro-benchmarks (Google Benchmark) follow: "
+              "run with `data.fsync=never`; the `always` rows show kagi's default.", ""]
+    if results.get("pg"):
+        lines += ["The rows marked `2 hosts, PostgreSQL` are one site on two kagi hosts, each "
+                  "like the one above (2 processes x 4 threads, a `data.dir` and `locks.dir` of "
+                  "its own), sharing one `security.secret_file`, behind one nginx upstream "
+                  "spanning both hosts' sockets; locks and data (`locks.backend` = "
+                  "`data.backend` = `postgres`) on one private PostgreSQL %s on this same "
+                  "machine (`tests/support/pgcluster` with `KAGI_PG_DURABLE=1`: the server's "
+                  "durability defaults), a database per setting. `data.fsync=never` commits "
+                  "each write with "
+                  "`synchronous_commit=off` (the peers' durability: a crash of the server may "
+                  "lose its last moments of acknowledged writes), `always` (kagi's default) "
+                  "with `synchronous_commit=on` (each commit waits for the WAL flush). The read "
+                  "rows ran once, with `off`: a read commits nothing. Writes are read back "
+                  "through the same nginx port, whichever host answers: `lost` counts writes "
+                  "lost by either host." % bench.pg_server, ""]
+    lines += ["The lock-layer and storage micro-benchmarks (Google Benchmark) follow: "
               "`scripts/bench --micro` regenerates that section alone.", ""]
     # Keep the micro-benchmark section (tests/bench/micro/micro_report.py writes it).
     old = open(path).read() if os.path.exists(path) else ""
@@ -376,13 +501,19 @@ def write_report(path, bench, results, command):
 
 
 def run_smoke(bench, env):
-    """--smoke: kagi alone behind nginx, one short round per write scenario; what the test
-    suite runs to check that no acknowledged write is lost (no peers, no report)."""
+    """--smoke: kagi alone behind nginx, one short round per write scenario, on files and on
+    two hosts sharing PostgreSQL (synchronous_commit=off, the server's durability off as in
+    the tests); what the test suite runs to check that no acknowledged write is lost (no
+    peers, no report)."""
     ports = {k: harness.free_port() for k in ("kagi", "base")}
+    pg_ports = {"never": harness.free_port()}
     sock, _ = run_kagi(env, "never")
-    start_nginx(env, ports["kagi"], ports["base"], sock)
+    start_nginx(env, ports["kagi"], ports["base"], sock,
+                kagi_server("kagi_pg_never", pg_sockets(env, "never"), pg_ports["never"]))
+    harness.wait_for_port(pg_ports["never"], None, "nginx")
     token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
     app_scenarios(bench, "kagi", ports["kagi"], token, " (data.fsync=never)", reads=False)
+    pg_scenarios(bench, env, pg_ports, ("never",), durable=False, reads=False)
 
 
 def survivors(groups):
