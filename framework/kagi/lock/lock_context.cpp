@@ -326,7 +326,11 @@ void LockContext::acquire_set(std::span<const SetItem> items, std::optional<ms> 
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return items[a].name < items[b].name; });
-  if (items.size() > 1 && session_->takes_sets_at_once()) {
+  // A set with one name (the others empty: locks needed only sometimes) is a single lock: the
+  // backend's cheaper single path (for postgres, a try without a wait statement first).
+  const size_t named = static_cast<size_t>(
+      std::count_if(items.begin(), items.end(), [](const SetItem& i) { return !i.name.empty(); }));
+  if (named > 1 && session_->takes_sets_at_once()) {
     acquire_set_at_once(items, order, started, deadline, held);
     return;
   }

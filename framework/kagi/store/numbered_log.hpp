@@ -13,8 +13,8 @@
 //
 // Reading goes through a NumberedLogCache: it remembers the items it decoded and where it
 // stopped in the log (LogCursor), so a read decodes only the records appended since
-// (by any process; on PostgreSQL, one small indexed query). A replaced log (a compaction or a delete, by any process) is read again
-// from the start.
+// (by any process; on PostgreSQL, one small indexed query). A replaced log (a compaction or a
+// delete, by any process) is read again from the start.
 //
 // Item needs `int64_t id` and `std::string encode(const Item&)` (found by argument-dependent
 // lookup); readers pass the record decoder.

@@ -149,6 +149,19 @@ std::string PgDataStore::write_prelude(const lock::Guard& guard) const {
   return sql;
 }
 
+std::string PgDataStore::fenced_call(std::string_view function, std::string_view path,
+                                     const lock::Guard& guard, std::string_view bytes) const {
+  // The epoch is stamped only when it orders holders across processes (0: not stamped).
+  const uint64_t epoch = lock::epoch_is_ordered(guard.epoch()) ? guard.epoch() : 0;
+  std::string sql = "SELECT ";
+  sql += function;
+  sql += '(' + pg::quote_literal(path) + ", " + pg::quote_literal(guard.name()) + ", " +
+         std::to_string(epoch) + ", ";
+  pg::append_bytea(sql, bytes);
+  sql += options_.fsync ? ", true)" : ", false)";
+  return sql;
+}
+
 std::string PgDataStore::notice(std::string_view path) const {
   util::MutexLock lock(watched_mu_);
   for (const std::string& prefix : watched_) {
@@ -183,12 +196,7 @@ Result<bool> PgDataStore::exists(const lock::Guard& guard, std::string_view path
 
 Status PgDataStore::commit(const lock::ExclusiveGuard& guard, std::string_view path,
                            std::string_view bytes) {
-  std::string sql = write_prelude(guard);
-  sql += "INSERT INTO kagi_files AS f (path, version, bytes) VALUES (" + pg::quote_literal(path) +
-         ", 1, ";
-  pg::append_bytea(sql, bytes);
-  sql += ") ON CONFLICT (path) DO UPDATE SET version = f.version + 1, bytes = EXCLUDED.bytes";
-  sql += notice(path);
+  std::string sql = fenced_call("kagi_commit", path, guard, bytes) + notice(path);
   pg::Reply reply;
   return run("commit", path, guard, sql, reply, true);
 }
@@ -210,17 +218,9 @@ Status PgDataStore::append(const lock::ExclusiveGuard& guard, std::string_view p
     return Status::failed(Errc::kTooLarge, "append", path,
                           std::to_string(record.size()) + " bytes (limit 16 MiB)");
   }
-  const std::string quoted = pg::quote_literal(path);
-  // One statement: the log's row hands out the next sequence number (creating the log with a
-  // new generation on its first record), and the record takes it.
-  std::string sql = write_prelude(guard);
-  sql += "WITH h AS (INSERT INTO kagi_logs AS l (path, generation, last_seq) VALUES (" + quoted +
-         ", nextval('kagi_log_generations'), 1) ON CONFLICT (path) DO UPDATE SET last_seq = "
-         "l.last_seq + 1 RETURNING last_seq) INSERT INTO kagi_log_records (path, seq, record) "
-         "SELECT " +
-         quoted + ", last_seq, ";
-  pg::append_bytea(sql, record);
-  sql += " FROM h";
+  // One call: the log's row hands out the next sequence number (creating the log with a new
+  // generation on its first record), and the record takes it (kagi_append, pg_schema.cpp).
+  std::string sql = fenced_call("kagi_append", path, guard, record);
   sql += notice(path);
   pg::Reply reply;
   return run("append", path, guard, sql, reply, true);
@@ -274,13 +274,12 @@ Result<std::vector<std::string>> PgDataStore::read_log(const lock::Guard& guard,
 
 Result<LogTail> PgDataStore::read_log_since(const lock::Guard& guard, std::string_view path,
                                             LogCursor& cursor) const {
-  // One indexed range query: the log's generation, and its records after the cursor's (all of
-  // them if the generation changed: the log was rewritten).
+  // One indexed range query (kagi_read_since): the log's generation on a first row, then its
+  // records after the cursor's (all of them if the generation changed: the log was rewritten).
   const std::string sql =
-      "SELECT l.generation, r.seq, encode(r.record, 'hex') FROM kagi_logs l LEFT JOIN "
-      "kagi_log_records r ON r.path = l.path AND r.seq > CASE WHEN l.generation = " +
-      std::to_string(cursor.generation) + " THEN " + std::to_string(cursor.seq) +
-      " ELSE 0 END WHERE l.path = " + pg::quote_literal(path) + " ORDER BY r.seq";
+      "SELECT out_generation, out_seq, encode(out_record, 'hex') FROM kagi_read_since(" +
+      pg::quote_literal(path) + ", " + std::to_string(cursor.generation) + ", " +
+      std::to_string(cursor.seq) + ")";
   pg::Reply reply;
   if (Status s = run("read_log", path, guard, sql, reply, false); !s.ok()) return s;
   LogTail tail;

@@ -72,7 +72,7 @@ struct PgDataOptions {
 class PgDataStore final : public DataStore {
  public:
   // The schema version this build writes (kagi_schema_version).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Connects, creates or migrates the schema, claims the data for options.lock_domain, and
   // returns the store. Null with `ec` set and `why` saying what to do: unreachable server
@@ -113,6 +113,10 @@ class PgDataStore final : public DataStore {
              const std::string& sql, pg::Reply& reply, bool write) const;
   // The start of a write's message: durability, then the fence stamp.
   std::string write_prelude(const lock::Guard& guard) const;
+  // "SELECT <function>(path, lock, epoch, bytes, durable)": a write done by one of the schema's
+  // functions (they set the durability and stamp the epoch themselves).
+  std::string fenced_call(std::string_view function, std::string_view path,
+                          const lock::Guard& guard, std::string_view bytes) const;
   // The NOTIFY for `path` if it is below a watched folder, else "".
   std::string notice(std::string_view path) const KAGI_EXCLUDES(watched_mu_);
 

@@ -30,6 +30,48 @@ constexpr std::string_view kSteps[] = {
     "%)', $1, $2 USING ERRCODE = 'KG001'; "
     "  END IF; "
     "END $f$",
+    // 1 → 2: the hot calls as functions, whose statements the server plans once per session
+    // instead of at every call (a post is then a few cheap calls).
+    "CREATE FUNCTION kagi_append(p_path text, p_lock text, p_epoch bigint, p_record bytea, "
+    "  p_durable boolean) RETURNS bigint LANGUAGE plpgsql AS $f$ "
+    "DECLARE s bigint; "
+    "BEGIN "
+    "  PERFORM set_config('synchronous_commit', CASE WHEN p_durable THEN 'on' ELSE 'off' END, "
+    "    true); "
+    "  IF p_epoch <> 0 THEN PERFORM kagi_fence(p_lock, p_epoch); END IF; "
+    "  UPDATE kagi_logs l SET last_seq = l.last_seq + 1 WHERE l.path = p_path "
+    "    RETURNING l.last_seq INTO s; "
+    "  IF NOT FOUND THEN "
+    "    INSERT INTO kagi_logs AS l (path, generation, last_seq) "
+    "      VALUES (p_path, nextval('kagi_log_generations'), 1) "
+    "      ON CONFLICT (path) DO UPDATE SET last_seq = l.last_seq + 1 RETURNING l.last_seq INTO s; "
+    "  END IF; "
+    "  INSERT INTO kagi_log_records (path, seq, record) VALUES (p_path, s, p_record); "
+    "  RETURN s; "
+    "END $f$; "
+    "CREATE FUNCTION kagi_commit(p_path text, p_lock text, p_epoch bigint, p_bytes bytea, "
+    "  p_durable boolean) RETURNS void LANGUAGE plpgsql AS $f$ "
+    "BEGIN "
+    "  PERFORM set_config('synchronous_commit', CASE WHEN p_durable THEN 'on' ELSE 'off' END, "
+    "    true); "
+    "  IF p_epoch <> 0 THEN PERFORM kagi_fence(p_lock, p_epoch); END IF; "
+    "  INSERT INTO kagi_files AS f (path, version, bytes) VALUES (p_path, 1, p_bytes) "
+    "    ON CONFLICT (path) DO UPDATE SET version = f.version + 1, bytes = EXCLUDED.bytes; "
+    "END $f$; "
+    // The log's generation on a first row (out_seq NULL), then the records after the cursor's
+    // sequence number (all of them if the generation changed); no row: no such log.
+    "CREATE FUNCTION kagi_read_since(p_path text, p_generation bigint, p_seq bigint) "
+    "  RETURNS TABLE (out_generation bigint, out_seq bigint, out_record bytea) "
+    "  LANGUAGE plpgsql STABLE AS $f$ "
+    "DECLARE g bigint; "
+    "BEGIN "
+    "  SELECT l.generation INTO g FROM kagi_logs l WHERE l.path = p_path; "
+    "  IF NOT FOUND THEN RETURN; END IF; "
+    "  out_generation := g; out_seq := NULL; out_record := NULL; RETURN NEXT; "
+    "  RETURN QUERY SELECT g, r.seq, r.record FROM kagi_log_records r "
+    "    WHERE r.path = p_path AND r.seq > (CASE WHEN g = p_generation THEN p_seq ELSE 0 END) "
+    "    ORDER BY r.seq; "
+    "END $f$",
 };
 constexpr int kKnown = static_cast<int>(std::size(kSteps));
 
