@@ -192,15 +192,12 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
 }
 
 std::unique_ptr<ChangeFeed> DataDir::watch(std::string_view folder, std::error_code& ec) const {
-  std::string prefix(folder);
-  if (!prefix.empty()) {
-    if (path_problem(prefix) != nullptr) {
-      ec = make_error_code(Errc::kUnsafePath);
-      return nullptr;
-    }
-    prefix += '/';
+  const std::optional<std::string> prefix = folder_prefix(folder);
+  if (!prefix) {
+    ec = make_error_code(Errc::kUnsafePath);
+    return nullptr;
   }
-  return detail::watch_folder(dir_ + "/" + prefix, prefix, dir_mode_, ec);
+  return detail::watch_folder(dir_ + "/" + *prefix, *prefix, dir_mode_, ec);
 }
 
 }  // namespace kagi::store

@@ -34,4 +34,10 @@ std::vector<std::string_view> path_segments(std::string_view path) {
   }
 }
 
+std::optional<std::string> folder_prefix(std::string_view folder) {
+  if (folder.empty()) return std::string();
+  if (path_problem(folder) != nullptr) return std::nullopt;
+  return std::string(folder) + '/';
+}
+
 }  // namespace kagi::store

@@ -7,6 +7,8 @@
 // directory fd of its parent, so a symlink anywhere below data.dir is refused.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +21,10 @@ inline constexpr std::string_view kReservedPrefix = ".kagi-";
 // Returns nullptr if `path` is acceptable, else why not (a static string, e.g.
 // "'..' segment"), for an error message.
 const char* path_problem(std::string_view path);
+
+// What DataStore::watch(folder) reports paths under: "" for everything, else the folder with
+// a trailing '/'. Null if `folder` is not an acceptable path.
+std::optional<std::string> folder_prefix(std::string_view folder);
 
 // Splits an acceptable path into its segments.
 std::vector<std::string_view> path_segments(std::string_view path);

@@ -308,14 +308,12 @@ Result<LogTail> PgDataStore::read_log_since(const lock::Guard& guard, std::strin
 }
 
 std::unique_ptr<ChangeFeed> PgDataStore::watch(std::string_view folder, std::error_code& ec) const {
-  std::string prefix(folder);
-  if (!prefix.empty()) {
-    if (path_problem(prefix) != nullptr) {
-      ec = make_error_code(Errc::kUnsafePath);
-      return nullptr;
-    }
-    prefix += '/';
+  const std::optional<std::string> found = folder_prefix(folder);
+  if (!found) {
+    ec = make_error_code(Errc::kUnsafePath);
+    return nullptr;
   }
+  const std::string& prefix = *found;
   {
     util::MutexLock lock(watched_mu_);
     watched_.push_back(prefix);

@@ -25,10 +25,14 @@
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
+#include "../../support/child_process.hpp"
 #include "../../unit/support/pg_cluster.hpp"
 
 namespace kagi::lock {
 namespace {
+
+using test_support::spawn;
+using test_support::wait_exit;
 
 using namespace std::chrono_literals;
 
@@ -68,26 +72,6 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
     return "locktype = 'advisory' AND objsubid = 1 AND ((classid::bigint << 32) | "
            "objid::bigint) = " +
            std::to_string(postgres_key(name));
-  }
-
-  // Runs `body` in a child process; its return value is the exit status.
-  static pid_t spawn(const std::function<int()>& body) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 99;
-      try {
-        code = body();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "child %d: %s\n", ::getpid(), e.what());
-      }
-      ::_exit(code);
-    }
-    return pid;
-  }
-  static int wait_exit(pid_t pid) {
-    int status = 0;
-    if (::waitpid(pid, &status, 0) != pid) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
   std::string root_;

@@ -19,10 +19,14 @@
 #include <kagi/lock/lock_domain.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/pg_data_store.hpp>
+#include "../../support/child_process.hpp"
 #include "../../unit/support/pg_cluster.hpp"
 
 namespace kagi::store {
 namespace {
+
+using test_support::spawn;
+using test_support::wait_exit;
 
 using namespace std::chrono_literals;
 
@@ -72,25 +76,6 @@ class PgFenceTest : public ::testing::TestWithParam<bool> {
     pg::Reply reply;
     if (!conn || conn->exec(text, pg::Clock::now() + 5s, reply, &why)) return "error: " + why;
     return reply.size() && reply[0].rows() ? std::string(reply[0].get(0, 0)) : "";
-  }
-
-  static pid_t spawn(const std::function<int()>& body) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 99;
-      try {
-        code = body();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "child %d: %s\n", ::getpid(), e.what());
-      }
-      ::_exit(code);
-    }
-    return pid;
-  }
-  static int wait_exit(pid_t pid) {
-    int status = 0;
-    if (::waitpid(pid, &status, 0) != pid) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
   test_support::PgCluster* pg_ = nullptr;
