@@ -13,6 +13,7 @@
 // The pitfalls of hand-rolled CGI locking that this order avoids are named where they bite.
 #include "bbs/bbs.hpp"
 
+#include <atomic>
 #include <memory>
 
 #include <kagi/app/http_error.hpp>
@@ -46,6 +47,9 @@ struct Settings {
   util::Secret secret;  // keys the client tags (the app's server secret)
   // Delete attempts allowed per minute, per client and per post (bbs.delete_tries_*).
   std::unique_ptr<bbs::AttemptLimiter> delete_per_client, delete_per_post;
+  // Delete passwords being checked in this process now: at most one at a time, so that the
+  // checks (tens of ms of CPU each) never hold several of the worker threads a reader needs.
+  mutable std::atomic<int> checking{0};
 };
 
 constexpr const char* kTimeFormat = "%Y-%m-%d %H:%M UTC";
@@ -261,6 +265,16 @@ Response remove(const Settings& s, Request& req, Context& ctx) {
   // 3. Throttle, then VERIFY with no lock held. Each guess costs the server a hash, so guesses
   //    are counted per client (CPU a single address can burn) and per post (guesses at one
   //    password from everywhere) before any hashing; over the limit → 429 + Retry-After.
+  struct Checking {  // the one check of this process, given back however it ends
+    std::atomic<int>& n;
+    ~Checking() { n.fetch_sub(1); }
+  } checking{s.checking};
+  if (s.checking.fetch_add(1) != 0) {
+    throw HttpError(429,
+                    "Another delete is being checked right now. Please try again in a "
+                    "second.")
+        .with_header("Retry-After", "1");
+  }
   const int64_t now = bbs::steady_now_s();
   int64_t wait =
       s.delete_per_client->try_attempt(bbs::client_tag(req.client_address, s.secret), now);
