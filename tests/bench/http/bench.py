@@ -11,6 +11,7 @@ synchronous_commit = on waits for the WAL flush), behind one nginx upstream.
 """
 
 import argparse
+import glob
 import datetime
 import json
 import os
@@ -58,6 +59,7 @@ class Bench:
         self.args, self.env = args, env
         self.rows = []
         self.pg_server = None  # "15.x (fsync=on, ...)", once pg_scenarios asked the server
+        self.pg_floor = {}  # {"post1": tps, "post8": tps}: pg_floor's raw libpq numbers
 
     def scenario(self, name, url, script=None, script_env=None, stored=None):
         """Runs one scenario; `stored` returns the number of stored writes (for lost)."""
@@ -243,6 +245,67 @@ def stop_pids(pids):
         harness.wait_until("kagi-demo %d to die" % pid, lambda: not harness.pid_alive(pid))
 
 
+def pgbench_binary():
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pgbench"))
+    return found[-1] if found else None
+
+
+def pg_floor(env, pg, db, seconds):
+    """The PostgreSQL floor of a BBS post: raw libpq (pgbench, CONNECTIONS clients, the simple
+    protocol kagi speaks) sending the statements a post sends — take the board's advisory lock
+    (drawing its epoch), read what is new in the log (nothing), append through kagi_append
+    (stamping the epoch), unlock — on the same server, without HTTP or kagi. One lock (one
+    board) and eight. Returns {"post1": tps, "post8": tps}, or {} without pgbench."""
+    binary = pgbench_binary()
+    if binary is None:
+        return {}
+    args = dict(item.split("=", 1) for item in pg.dsn.split())
+    paths = ["floor/one.log"] + ["floor/b%d.log" % i for i in range(1, 9)]
+    for path in paths:  # each log exists, so its generation is known
+        harness_sql(pg, db, "SELECT kagi_append('%s', 'floor', 0, decode('00', 'hex'), false)" % path)
+    gens = {path: harness_sql(pg, db, "SELECT generation FROM kagi_logs WHERE path = '%s'" % path)
+            for path in paths}
+    first = int(gens["floor/b1.log"])
+    if [int(gens["floor/b%d.log" % i]) for i in range(1, 9)] != list(range(first, first + 8)):
+        raise RuntimeError("the floor's logs did not get consecutive generations: %s" % gens)
+    one = ("SELECT pg_advisory_lock(700001) AS l, nextval('kagi_lock_epochs') AS e \\gset\n"
+           "SELECT out_generation, out_seq, encode(out_record, 'hex') FROM kagi_read_since("
+           "'floor/one.log', %s, 9000000000000000000);\n"
+           "SELECT kagi_append('floor/one.log', 'floor/one', :e, decode('7772', 'hex'), false);\n"
+           "SELECT pg_advisory_unlock(700001);\n" % gens["floor/one.log"])
+    eight = "\\set b random(1, 8)\n"
+    eight += "SELECT pg_advisory_lock(700100 + :b) AS l, nextval('kagi_lock_epochs') AS e \\gset\n"
+    # The generation of log b<N> is the first one's plus N - 1 (made in that order above).
+    eight += ("SELECT out_generation, out_seq, encode(out_record, 'hex') FROM kagi_read_since("
+              "'floor/b' || :b || '.log', %s + :b - 1, 9000000000000000000);\n"
+              "SELECT kagi_append('floor/b' || :b || '.log', 'floor/b' || :b, :e, "
+              "decode('7772', 'hex'), false);\n"
+              "SELECT pg_advisory_unlock(700100 + :b);\n" % gens["floor/b1.log"])
+    out = {}
+    for key, script in (("post1", one), ("post8", eight)):
+        path = env.path("floor-%s.sql" % key)
+        open(path, "w").write(script)
+        run = subprocess.run([binary, "-n", "-M", "simple", "-f", path, "-T", str(seconds),
+                              "-c", str(CONNECTIONS), "-j", str(THREADS), "-h", args["host"],
+                              "-p", args["port"], "-U", args["user"], db],
+                             capture_output=True, text=True, timeout=seconds + 60)
+        m = re.search(r"tps = ([0-9.]+)", run.stdout)
+        if run.returncode != 0 or not m:
+            raise RuntimeError("pgbench failed: %s %s" % (run.stdout[-400:], run.stderr[-400:]))
+        out[key] = float(m.group(1))
+        print("  %-60s %7.0f posts/s" % ("raw libpq floor (pgbench), " + key, out[key]), flush=True)
+    return out
+
+
+def harness_sql(pg, db, sql):
+    """The first field `sql` returns, in database `db` of `pg` (psql as the cluster's user)."""
+    args = dict(item.split("=", 1) for item in pg.dsn.split())
+    run = subprocess.run(["psql", "-X", "-At", "-h", args["host"], "-p", args["port"], "-U",
+                          args["user"], "-d", db, "-c", sql], capture_output=True, text=True,
+                         timeout=60, check=True)
+    return run.stdout.strip().split("\n")[0]
+
+
 def pg_scenarios(bench, env, ports, settings, durable, reads):
     """Starts a private PostgreSQL (durable: the server's durability defaults), a site of
     PG_HOSTS hosts per data.fsync setting in `settings` (nginx already fronts their sockets
@@ -270,6 +333,9 @@ def pg_scenarios(bench, env, ports, settings, durable, reads):
                                            " (%s)" % (PG_TAG % SYNC[fsync]),
                                            reads=reads and i == 0,
                                            read_tag=", 2 hosts, PostgreSQL")
+            if reads:  # the full run: the floor too, on the first setting's database
+                bench.pg_floor = pg_floor(env, pg, "bench_" + settings[0],
+                                          bench.args.seconds)
         finally:
             stop_pids(pids)
     return out
@@ -489,6 +555,25 @@ def write_report(path, bench, results, command):
                   "rows ran once, with `off`: a read commits nothing. Writes are read back "
                   "through the same nginx port, whichever host answers: `lost` counts writes "
                   "lost by either host." % bench.pg_server, ""]
+    if bench.pg_floor:
+        php = results["php"]
+        lines += ["*The PostgreSQL floor*: raw libpq (pgbench, %d clients, the simple protocol "
+                  "kagi speaks) sending, on the same server and database as the `synchronous_"
+                  "commit=off` rows, exactly the statements a post sends — the board's advisory "
+                  "lock drawing its epoch, the read of what is new (nothing), `kagi_append` "
+                  "stamping the epoch, the unlock — with no HTTP and no kagi: %.0f posts/s on "
+                  "one board (one lock), %.0f on eight. kagi's rows are %.2f× and %.2f× that "
+                  "floor. The goal of 3× PHP-FPM's posts needs %.0f and %.0f posts/s: %s the "
+                  "floor. What a post costs there is the server's work per statement (four "
+                  "round trips, one a write), which the floor pays too ([STORAGE.md](STORAGE.md"
+                  "#data-on-postgresql))." % (
+                      CONNECTIONS, bench.pg_floor["post1"], bench.pg_floor["post8"],
+                      results["pg"]["never"]["post1"]["rps"] / bench.pg_floor["post1"],
+                      results["pg"]["never"]["post8"]["rps"] / bench.pg_floor["post8"],
+                      3.0 * php["post1"]["rps"], 3.0 * php["post8"]["rps"],
+                      "above" if (3.0 * php["post1"]["rps"] > bench.pg_floor["post1"] and
+                                  3.0 * php["post8"]["rps"] > bench.pg_floor["post8"])
+                      else "within"), ""]
     lines += ["The lock-layer and storage micro-benchmarks (Google Benchmark) follow: "
               "`scripts/bench --micro` regenerates that section alone.", ""]
     # Keep the micro-benchmark section (tests/bench/micro/micro_report.py writes it).
