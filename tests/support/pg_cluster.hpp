@@ -66,10 +66,12 @@ class PgCluster {
   // The first column of the first row `sql` returns ("" for none), on a connection of its own
   // (application_name "kagi-test": never counted as a kagi host). Throws std::runtime_error
   // with the server's reason if the statement fails.
-  std::string value(const std::string& sql) const {
+  std::string value(const std::string& sql) const { return value_in(dsn(), sql); }
+  // The same in the database `db_dsn` names (one from fresh_database_dsn()).
+  static std::string value_in(const std::string& db_dsn, const std::string& sql) {
     using namespace std::chrono_literals;
     pg::ConnectOptions options;
-    options.dsn = dsn();
+    options.dsn = db_dsn;
     options.application_name = "kagi-test";
     std::error_code ec;
     std::string why;
@@ -79,6 +81,16 @@ class PgCluster {
       throw std::runtime_error(sql + ": " + why);
     }
     return reply.size() && reply[0].rows() ? std::string(reply[0].get(0, 0)) : "";
+  }
+  // A new empty database of this server, and the DSN that names it (unix socket): for a test
+  // that must not see other tests' rows.
+  std::string fresh_database_dsn() {
+    const std::string name =
+        "kagi_t" + std::to_string(::getpid()) + "_" + std::to_string(++databases_);
+    value("CREATE DATABASE " + name);
+    std::string out = dsn();
+    return out.replace(out.find("dbname=postgres"), std::string("dbname=postgres").size(),
+                       "dbname=" + name);
   }
   bool stop() { return run("stop"); }
   bool start() { return run("restart"); }  // the same port again
@@ -125,6 +137,7 @@ class PgCluster {
   }
 
   pid_t owner_;
+  int databases_ = 0;
   std::string dir_;
   int port_ = 0;
 };

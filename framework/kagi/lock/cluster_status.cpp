@@ -1,6 +1,5 @@
 #include <kagi/lock/cluster_status.hpp>
 
-#include <charconv>
 #include <set>
 
 #include <kagi/pg/connection.hpp>
@@ -68,13 +67,6 @@ bool parse_comment(std::string_view query, RegistryEntry& e) {
   return true;
 }
 
-template <typename T>
-T number(std::string_view text) {
-  T value{};
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
-
 }  // namespace
 
 ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout) {
@@ -116,8 +108,8 @@ ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milli
                          : "(not kagi)";
     }
     if (!rows.is_null(r, 7)) {
-      e.since = std::chrono::system_clock::time_point(
-          std::chrono::milliseconds(number<int64_t>(rows.get(r, 7))));
+      e.since =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(rows.get_int(r, 7)));
     }
     status.entries.push_back(std::move(e));
   }

@@ -1,5 +1,7 @@
 #include <kagi/pg/connection.hpp>
 
+#include <charconv>
+
 #include <libpq-fe.h>
 #include <poll.h>
 
@@ -82,6 +84,12 @@ int Rows::rows() const { return PQntuples(result_); }
 int Rows::columns() const { return PQnfields(result_); }
 std::string_view Rows::get(int row, int column) const {
   return {PQgetvalue(result_, row, column), static_cast<size_t>(PQgetlength(result_, row, column))};
+}
+int64_t Rows::get_int(int row, int column) const {
+  const std::string_view text = get(row, column);
+  int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
 }
 bool Rows::is_null(int row, int column) const { return PQgetisnull(result_, row, column) != 0; }
 

@@ -48,6 +48,8 @@ class Rows {
   int columns() const;
   // The text of a field; empty for NULL (is_null tells them apart).
   std::string_view get(int row, int column) const;
+  // The field as a number; 0 for NULL or text that is not one.
+  int64_t get_int(int row, int column) const;
   bool is_null(int row, int column) const;
 
  private:

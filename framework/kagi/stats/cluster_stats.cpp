@@ -1,6 +1,5 @@
 #include <kagi/stats/cluster_stats.hpp>
 
-#include <charconv>
 #include <deque>
 #include <utility>
 
@@ -20,12 +19,6 @@ constexpr std::string_view kCreateTable =
     "SELECT pg_advisory_xact_lock(1801545577, 3); "
     "CREATE UNLOGGED TABLE IF NOT EXISTS kagi_host_stats (host text PRIMARY KEY, "
     "updated_at timestamptz NOT NULL, processes integer NOT NULL, stats bytea NOT NULL)";
-
-int64_t to_int(std::string_view text) {
-  int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
 
 }  // namespace
 
@@ -56,8 +49,8 @@ std::vector<HostStatsRow> read_cluster_stats(const pg::ConnectOptions& options,
   for (int i = 0; i < reply[0].rows(); ++i) {
     HostStatsRow row;
     row.host = reply[0].get(i, 0);
-    row.stats.processes = static_cast<size_t>(to_int(reply[0].get(i, 1)));
-    row.age_ms = to_int(reply[0].get(i, 3));
+    row.stats.processes = static_cast<size_t>(reply[0].get_int(i, 1));
+    row.age_ms = reply[0].get_int(i, 3);
     std::string text;
     if (!pg::decode_hex(reply[0].get(i, 2), text) ||
         !decode_stats_file(text, row.stats.stats, row.stats.requests, row.stats.events)) {

@@ -1,6 +1,5 @@
 #include <kagi/store/pg_data_store.hpp>
 
-#include <charconv>
 #include <utility>
 
 #include <kagi/lock/errors.hpp>
@@ -22,12 +21,6 @@ pg::PoolOptions pool_options(const PgDataOptions& options) {
   p.connect = options.connect;
   p.max = options.pool;
   return p;
-}
-
-int64_t to_int(std::string_view text) {
-  int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
 }
 
 // The bytes of an `encode(..., 'hex')` column; kCorrupt if the server sent something else.
@@ -291,7 +284,7 @@ Result<LogTail> PgDataStore::read_log_since(const lock::Guard& guard, std::strin
   }
   const pg::Rows rows = reply[0];
   LogCursor next = cursor;
-  next.generation = to_int(rows.get(0, 0));
+  next.generation = rows.get_int(0, 0);
   if (next.generation != cursor.generation) {
     tail.restarted = true;  // the whole log follows (as on a first read)
     next.seq = 0;
@@ -301,7 +294,7 @@ Result<LogTail> PgDataStore::read_log_since(const lock::Guard& guard, std::strin
     std::string record;
     if (Status s = decode("read_log", path, rows.get(i, 2), record); !s.ok()) return s;
     tail.records.push_back(std::move(record));
-    next.seq = to_int(rows.get(i, 1));
+    next.seq = rows.get_int(i, 1);
   }
   cursor = next;
   return tail;

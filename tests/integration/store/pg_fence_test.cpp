@@ -35,12 +35,7 @@ class PgFenceTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     KAGI_NEED_POSTGRES(pg);
     pg_ = pg;
-    static int counter = 0;
-    const std::string db =
-        "kagi_fence_" + std::to_string(++counter) + "_" + std::to_string(::getpid());
-    pg_->value("CREATE DATABASE " + db);
-    dsn_ = pg_->dsn();
-    dsn_.replace(dsn_.find("dbname=postgres"), 15, "dbname=" + db);
+    dsn_ = pg_->fresh_database_dsn();
   }
 
   // One process's lock service and store.
@@ -67,16 +62,7 @@ class PgFenceTest : public ::testing::TestWithParam<bool> {
     if (!site.data) throw std::runtime_error("cannot open the store: " + why);
     return site;
   }
-  std::string sql(const std::string& text) {
-    pg::ConnectOptions o;
-    o.dsn = dsn_;
-    std::error_code ec;
-    std::string why;
-    auto conn = pg::Connection::open(o, pg::Clock::now() + 5s, ec, &why);
-    pg::Reply reply;
-    if (!conn || conn->exec(text, pg::Clock::now() + 5s, reply, &why)) return "error: " + why;
-    return reply.size() && reply[0].rows() ? std::string(reply[0].get(0, 0)) : "";
-  }
+  std::string sql(const std::string& text) { return test_support::PgCluster::value_in(dsn_, text); }
 
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;

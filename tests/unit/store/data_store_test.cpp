@@ -40,24 +40,13 @@ struct Host {
   }
 };
 
-// A fresh database per test, so that tests do not see each other's rows.
-std::string fresh_database(test_support::PgCluster& pg) {
-  static int counter = 0;
-  const std::string name =
-      "kagi_store_" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
-  pg.value("CREATE DATABASE " + name);
-  std::string dsn = pg.dsn();
-  const size_t at = dsn.find("dbname=postgres");
-  return dsn.replace(at, std::string("dbname=postgres").size(), "dbname=" + name);
-}
-
 class DataStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "postgres") {
       KAGI_NEED_POSTGRES(pg);
       pg_ = pg;
-      dsn_ = fresh_database(*pg);
+      dsn_ = pg->fresh_database_dsn();  // tests must not see each other's rows
     }
     hosts_[0] = make_host("a");
     hosts_[1] = make_host("b");
@@ -347,7 +336,7 @@ class PgDataStoreTest : public ::testing::Test {
   void SetUp() override {
     KAGI_NEED_POSTGRES(pg);
     pg_ = pg;
-    dsn_ = fresh_database(*pg);
+    dsn_ = pg->fresh_database_dsn();  // tests must not see each other's rows
   }
   lock::LockOptions lock_options(const std::string& host) {
     lock::LockOptions o;
@@ -367,18 +356,8 @@ class PgDataStoreTest : public ::testing::Test {
     o.timeout = 2s;
     return PgDataStore::open(o, ec, &why);
   }
-  std::string sql(const std::string& text) {
-    // The test database, not the cluster's default one.
-    std::error_code ec;
-    std::string why;
-    pg::ConnectOptions o;
-    o.dsn = dsn_;
-    auto conn = pg::Connection::open(o, pg::Clock::now() + 5s, ec, &why);
-    if (!conn) return "connect failed: " + why;
-    pg::Reply reply;
-    if (conn->exec(text, pg::Clock::now() + 5s, reply, &why)) return "failed: " + why;
-    return reply.size() > 0 && reply[0].rows() > 0 ? std::string(reply[0].get(0, 0)) : "";
-  }
+  // In the test's database, not the cluster's default one.
+  std::string sql(const std::string& text) { return test_support::PgCluster::value_in(dsn_, text); }
   static std::unique_ptr<lock::LockContext> request(lock::LockService& s, const std::string& id) {
     return s.context({id, "POST", "/test/" + id, "192.0.2.1"});
   }

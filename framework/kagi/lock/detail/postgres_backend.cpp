@@ -293,12 +293,8 @@ constexpr std::string_view kNextEpoch = ", nextval('kagi_lock_epochs')";
 // The epoch in `row`, `column` of the reply's first statement; 0 if there is none.
 uint64_t epoch_from(const pg::Reply& reply, int row, int column) {
   if (reply.size() == 0 || reply[0].rows() <= row || reply[0].columns() <= column) return 0;
-  uint64_t value = 0;
-  for (char c : reply[0].get(row, column)) {
-    if (c < '0' || c > '9') return 0;
-    value = value * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return value & kUnorderedEpoch ? 0 : value;
+  const int64_t value = reply[0].get_int(row, column);  // a sequence value: 1 .. 2^63 - 1
+  return value > 0 ? static_cast<uint64_t>(value) : 0;
 }
 
 void* handle_of(uint64_t generation) { return reinterpret_cast<void*>(generation); }

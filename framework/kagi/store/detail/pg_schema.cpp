@@ -1,6 +1,5 @@
 #include <kagi/store/detail/pg_schema.hpp>
 
-#include <charconv>
 #include <string_view>
 
 namespace kagi::store::detail {
@@ -96,11 +95,8 @@ std::error_code migrate_locked(pg::Connection& conn, int target, pg::Clock::time
   }
   ec = conn.exec("SELECT COALESCE(max(version), 0) FROM kagi_schema_version", deadline, reply, why);
   if (ec) return ec;
-  int version = 0;
-  if (reply.size() == 1 && reply[0].rows() == 1) {
-    const std::string_view text = reply[0].get(0, 0);
-    std::from_chars(text.data(), text.data() + text.size(), version);
-  }
+  int version =
+      reply.size() == 1 && reply[0].rows() == 1 ? static_cast<int>(reply[0].get_int(0, 0)) : 0;
   if (version > target || version > kKnown) {
     if (why) {
       *why = "the data is at schema version " + std::to_string(version) +
