@@ -229,6 +229,29 @@ TEST_P(DataStoreTest, BadCallsGetTheSameErrorsAndChangeNothing) {
   EXPECT_TRUE(read_all(*a().data, g, "t/leak.log").empty());
 }
 
+// Fencing, the same on both backends: a holder whose lock was taken away (held past
+// locks.max_hold_ms, revoked by the watchdog) cannot write, and the next holder's data stands.
+TEST_P(DataStoreTest, ARevokedHolderCannotWriteAndTheNextHoldersDataStands) {
+  lock::LockOptions o = lock_options("slow");
+  o.max_hold = 100ms;
+  o.watchdog_interval = 20ms;
+  auto slow_locks = lock::LockService::create(o);
+  auto slow = slow_locks->context({"slow", "POST", "/test/slow", "192.0.2.1"});
+  lock::ExclusiveGuard stale = slow->exclusive("t/revoked");
+  {
+    auto r = a().request("next");
+    auto g = r->exclusive("t/revoked", 3000ms);  // granted once the watchdog revoked `stale`
+    ASSERT_TRUE(a().data->commit(g, "t/revoked.txt", "next holder").ok());
+  }
+  Status s = a().data->commit(stale, "t/revoked.txt", "stale holder");
+  EXPECT_EQ(s.code(), lock::Errc::kRevoked) << s.message();
+  EXPECT_EQ(a().data->append(stale, "t/revoked.log", "stale").code(), lock::Errc::kRevoked);
+  auto r = b().request("read");
+  auto g = r->shared("t/revoked");
+  EXPECT_EQ(b().data->read(g, "t/revoked.txt").value(), "next holder");
+  EXPECT_TRUE(read_all(*b().data, g, "t/revoked.log").empty());
+}
+
 // The lost-update test of the storage layer: read, add one, write back, from two hosts and
 // several threads each; the count is exact only if every write was under the lock.
 TEST_P(DataStoreTest, ACounterUnderTheLockIsExactAcrossHosts) {
