@@ -91,9 +91,10 @@ Status PgDataStore::run(std::string_view op, std::string_view path, const lock::
   bool on_lock = false;  // the statement went out on the connection holding the lock
   if (options_.on_lock_connection) {
     ec = lock::with_lock_connection(guard, [&](pg::Connection& conn) -> std::error_code {
-      // Closed while idle (terminated, server restarted): the lock went with it. Known
-      // before anything is sent, so nothing was applied.
-      if (conn.closed_while_idle()) return make_error_code(lock::Errc::kFenceLost);
+      // A write first looks whether the server closed the connection while it was idle
+      // (terminated, restarted): the lock went with it, and the refusal is then certain
+      // rather than "may have been applied". Reads skip the look (a poll per page view).
+      if (write && conn.closed_while_idle()) return make_error_code(lock::Errc::kFenceLost);
       on_lock = true;
       return conn.exec(sql, deadline, reply, &why);
     });
