@@ -343,7 +343,8 @@ std::error_code PostgresSession::run(Clock::time_point deadline) const {
 }
 
 std::error_code PostgresSession::begin_wait(Clock::time_point deadline) const {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  // Rounded up: the server must not end the wait before the caller's deadline.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) return make_error_code(Errc::kTimeout);
   sql_ = comment_;
   sql_ += "SET lock_timeout = ";
