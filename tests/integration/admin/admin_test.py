@@ -190,13 +190,18 @@ def metric_samples(port, family):
 
 
 def check_metrics(fail, port):
-    # Wait for the state itself: the 401s just sent reach the stats files (the publishers
-    # write every 250 ms), and /metrics counts them.
-    def unauthorized_counted():
-        return any(s[1].get("route") == "GET /admin/locks.json" and s[1].get("code") == "401"
-                   for s in metric_samples(port, "kagi_requests_total"))
+    # Wait for the state itself: the 401s just sent, and both hold requests, reach the stats
+    # files (each worker's publisher writes every 250 ms, so the worker that served the 401s
+    # may have published while the other has not yet), and /metrics counts them.
+    def counted():
+        samples = metric_samples(port, "kagi_requests_total")
+        unauthorized = any(s[1].get("route") == "GET /admin/locks.json" and
+                           s[1].get("code") == "401" for s in samples)
+        holds = sum(s[2] for s in samples
+                    if s[1].get("route") == "GET /_test/hold" and s[1].get("code") == "200")
+        return unauthorized and holds >= 2
     try:
-        harness.wait_until("the 401s in /metrics", unauthorized_counted, 15)
+        harness.wait_until("the 401s and both holds in /metrics", counted, 15)
     except AssertionError as e:
         print("  " + str(e))  # the check below reports it
     r = harness.request(port, "GET", "/metrics")
