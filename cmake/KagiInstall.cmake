@@ -88,7 +88,7 @@ set(CPACK_COMPONENT_DEV_DESCRIPTION
     "kagi::kagi, or pkg-config --cflags --libs kagi.")
 # What compiling and linking against the static libraries needs.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "g++ (>= 4:12), libboost-dev (>= 1.74), libctemplate-dev, libpq-dev, libcrypt-dev, pkg-config | pkgconf")
+    "g++ (>= 4:12), libboost-dev (>= 1.74), libctemplate-dev, libpq-dev, libsqlite3-dev, libcrypt-dev, pkg-config | pkgconf")
 set(CPACK_DEBIAN_DEMO_PACKAGE_NAME kagi-demo)
 set(CPACK_COMPONENT_DEMO_DESCRIPTION
     "kagi sample site (BBS, chat, lock admin) and tools\n"

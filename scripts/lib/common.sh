@@ -6,7 +6,7 @@ JOBS="${KAGI_JOBS:-2}"
 
 # What building kagi and running kagi-demo needs.
 KAGI_BUILD_PACKAGES=(build-essential cmake pkg-config libboost-dev libctemplate-dev
-  libtoml11-dev libpq-dev)
+  libtoml11-dev libpq-dev libsqlite3-dev)
 # What scripts/demo needs on top: htpasswd for the demo's admin login.
 KAGI_DEMO_PACKAGES=(apache2-utils)
 # And scripts/demo --hosts N on top of that: the shared database, the load balancer, and curl,
