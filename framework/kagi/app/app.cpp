@@ -7,9 +7,13 @@
 #include <kagi/app/http_error.hpp>
 #include <kagi/app/lock_conf.hpp>
 #include <kagi/app/pipeline.hpp>
+#include <kagi/app/session.hpp>
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_domain.hpp>
 #include <kagi/lock/lock_service.hpp>
+#include <kagi/offline/lock_manager.hpp>
+#include <kagi/offline/session_store.hpp>
+#include <kagi/offline/state_store.hpp>
 #include <kagi/pg/options.hpp>
 #include <kagi/store/data_dir.hpp>
 #include <kagi/store/lock_domain_claim.hpp>
@@ -115,6 +119,26 @@ std::unique_ptr<store::DataStore> open_data_store(const Config& conf,
   return open_pg_data(conf, locks);
 }
 
+// Where sessions and offline locks live: beside the data (SQLite in data.dir for files, the
+// data's database for postgres).
+std::shared_ptr<offline::StateStore> open_state(const Config& conf,
+                                                const lock::LockOptions& locks) {
+  offline::StateOptions options;
+  options.dir = conf.get_string("data.dir");
+  options.fsync = conf.get_string("data.fsync") == "always";
+  options.group_readable = conf.get_bool("data.group_readable");
+  if (conf.get_string("data.backend") == "postgres") {
+    options.backend = "postgres";
+    options.postgres = locks.postgres;  // keepalives and application_name as the locks'
+    const std::string dsn = conf.get_string("data.postgres.dsn");
+    options.postgres.dsn = dsn.empty() ? locks.postgres.dsn : dsn;
+  }
+  std::string why;
+  std::shared_ptr<offline::StateStore> state = offline::open_state_store(options, &why);
+  if (!state) throw ConfigError("cannot open the sessions and offline locks: " + why);
+  return state;
+}
+
 // Request ids: unique per host without a system call per request (a random per-process
 // prefix and a counter).
 std::string next_request_id() {
@@ -166,6 +190,20 @@ App::App(Config conf)
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(make_lock_service(conf_)),
       data_(open_data_store(conf_, locks_->options())),
+      state_(open_state(conf_, locks_->options())),
+      sessions_(std::make_unique<offline::SessionStore>(
+          state_,
+          offline::SessionOptions{
+              .idle = std::chrono::seconds(conf_.get_int("session.idle_s")),
+              .max_sessions = static_cast<size_t>(conf_.get_int("session.max_sessions")),
+              .touch_interval = std::chrono::seconds(60)})),
+      offline_locks_(std::make_unique<offline::LockManager>(
+          state_,
+          offline::ManagerOptions{
+              .min_ttl = std::chrono::seconds(1),
+              .max_ttl = std::chrono::seconds(conf_.get_int("offline.max_ttl_s")),
+              .max_per_owner = static_cast<size_t>(conf_.get_int("session.max_offline_locks")),
+              .sweep_interval = std::chrono::seconds(conf_.get_int("offline.sweep_interval_s"))})),
       views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"),
                                            conf_.get_string("templates.fallback_dir"))),
       secret_(load_secret(conf_)),
@@ -262,7 +300,8 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
                                                 .method = request.method,
                                                 .path = request.path,
                                                 .client_address = request.client_address});
-  Context ctx(*this, *locks, info.request_id, token);
+  Session session(*sessions_, request);
+  Context ctx(*this, *locks, session, info.request_id, token);
   ctx.info_ = &info;
   ctx.out_ = &out;
   http::Response response;
@@ -303,13 +342,16 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   locks->end_request();
 
   if (ctx.deferred_) return;  // completed through Deferred::complete(), maybe already
+  if (auto cookie = session.cookie()) response.cookies.push_back(std::move(*cookie));
   send(std::move(response));
 }
 
-Context::Context(App& app, lock::LockContext& lock_context, std::string request_id,
-                 std::string csrf_token)
+Context::Context(App& app, lock::LockContext& lock_context, Session& request_session,
+                 std::string request_id, std::string csrf_token)
     : locks(lock_context),
       data(app.data()),
+      session(request_session),
+      offline(app.offline_locks()),
       views(app.views()),
       conf(app.conf()),
       app_(app),

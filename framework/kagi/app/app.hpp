@@ -36,6 +36,11 @@ class LockService;
 namespace store {
 class DataStore;
 }
+namespace offline {
+class LockManager;
+class SessionStore;
+class StateStore;
+}  // namespace offline
 namespace view {
 class Views;
 }
@@ -52,6 +57,10 @@ class App {
   const Limits& limits() const { return limits_; }
   lock::LockService& locks() { return *locks_; }
   store::DataStore& data() { return *data_; }
+  // Sessions and offline locks (offline/state_store.hpp: SQLite in data.dir, or PostgreSQL
+  // tables with data.backend = "postgres").
+  offline::SessionStore& sessions() { return *sessions_; }
+  offline::LockManager& offline_locks() { return *offline_locks_; }
   view::Views& views() { return *views_; }
   // The server secret (security.secret_file): the key of every tag an app signs or blinds.
   const util::Secret& secret() const { return secret_; }
@@ -88,6 +97,9 @@ class App {
   int retry_after_s_;
   std::unique_ptr<lock::LockService> locks_;
   std::unique_ptr<store::DataStore> data_;
+  std::shared_ptr<offline::StateStore> state_;  // after data_: in its folder or database
+  std::unique_ptr<offline::SessionStore> sessions_;
+  std::unique_ptr<offline::LockManager> offline_locks_;
   std::unique_ptr<view::Views> views_;
   util::Secret secret_;  // after data_: its default file lives in data.dir
   csrf::Tokens csrf_;

@@ -1,5 +1,6 @@
 // app/context.hpp — what a handler gets besides the request: its lock context, the data
-// directory, templates, config, and its CSRF token; and the way to park a request.
+// directory, its session and the offline locks, templates, config, and its CSRF token; and
+// the way to park a request.
 //
 //   Response post(Request& req, Context& ctx) {
 //     auto board = ctx.locks.exclusive("bbs/board/" + id);     // lock first,
@@ -25,6 +26,9 @@ class LockContext;
 namespace store {
 class DataStore;
 }
+namespace offline {
+class LockManager;
+}
 namespace view {
 class Views;
 class Dict;
@@ -32,6 +36,7 @@ class Dict;
 
 class Responder;
 class App;
+class Session;
 namespace pipeline {
 struct FinishInfo;
 }
@@ -63,10 +68,15 @@ class Deferred {
 
 class Context {
  public:
-  Context(App& app, lock::LockContext& locks, std::string request_id, std::string csrf_token);
+  Context(App& app, lock::LockContext& locks, Session& session, std::string request_id,
+          std::string csrf_token);
 
   lock::LockContext& locks;
   store::DataStore& data;
+  // The browser's server-side session (app/session.hpp): the owner of offline locks.
+  Session& session;
+  // Locks that span several requests, held by sessions (offline/lock_manager.hpp).
+  offline::LockManager& offline;
   view::Views& views;
   const Config& conf;
 

@@ -50,7 +50,11 @@ http::Response TestClient::post_form(
 
 http::Response TestClient::send(http::Request request, std::chrono::milliseconds bound) {
   request.client_address = address_;
-  if (!token_.empty()) request.headers.add("Cookie", "kagi_csrf=" + token_);
+  std::string header;
+  for (const auto& [name, value] : cookies_) {
+    header += (header.empty() ? "" : "; ") + name + "=" + value;
+  }
+  if (!header.empty()) request.headers.add("Cookie", header);
   auto out = std::make_shared<FutureResponder>();
   std::future<http::Response> answer = out->future();
   app_.handle(std::move(request), out);
@@ -60,9 +64,26 @@ http::Response TestClient::send(http::Request request, std::chrono::milliseconds
   }
   http::Response response = answer.get();
   for (const auto& cookie : response.cookies) {
-    if (cookie.name == "kagi_csrf") token_ = cookie.value;
+    std::erase_if(cookies_, [&](const auto& kept) { return kept.first == cookie.name; });
+    const bool dropped = cookie.max_age_s && *cookie.max_age_s <= 0;
+    if (!dropped) cookies_.emplace_back(cookie.name, cookie.value);
+    if (cookie.name == "kagi_csrf" || cookie.name == "__Host-kagi_csrf") {
+      token_ = dropped ? "" : cookie.value;
+    }
   }
   return response;
+}
+
+std::string TestClient::cookie(std::string_view name) const {
+  for (const auto& [n, value] : cookies_) {
+    if (n == name) return value;
+  }
+  return {};
+}
+
+void TestClient::clear_cookies() {
+  cookies_.clear();
+  token_.clear();
 }
 
 }  // namespace kagi

@@ -7,9 +7,10 @@
 //   EXPECT_EQ(browser.get("/rooms/").status, 200);
 //   EXPECT_EQ(browser.post_form("/rooms/a/book", {{"hour", "9"}}).status, 303);
 //
-// The client keeps the CSRF cookie the pipeline sets on its first answer and sends it back,
-// with the token as the _csrf field of every post_form(), so tests pass the same CSRF check
-// real browsers do. Thread-safe for distinct clients; one client is for one thread.
+// The client keeps the cookies answers set (the CSRF cookie, the session's) and sends them
+// back like a browser, with the CSRF token as the _csrf field of every post_form(), so tests
+// pass the same CSRF check real browsers do. Thread-safe for distinct clients; one client is for
+// one thread.
 #pragma once
 
 #include <chrono>
@@ -41,11 +42,16 @@ class TestClient {
 
   // The client's CSRF token ("" until an answer set one).
   const std::string& csrf_token() const { return token_; }
+  // The value of the cookie `name` the client keeps ("" if none).
+  std::string cookie(std::string_view name) const;
+  // Forgets every cookie (a fresh browser).
+  void clear_cookies();
 
  private:
   App& app_;
   std::string address_;
   std::string token_;
+  std::vector<std::pair<std::string, std::string>> cookies_;  // name, value
 };
 
 }  // namespace kagi

@@ -84,6 +84,17 @@ constexpr std::array kKeys{
     KeySpec{"data.postgres.pool", kInt, "16", 1, 10000, "",
             "postgres data: most connections per process for calls not made on a lock's "
             "connection"},
+    // sessions and offline locks
+    KeySpec{"session.idle_s", kInt, "3600", 1, 31536000, "",
+            "a session unseen for this long is gone (its cookie no longer loads it)"},
+    KeySpec{"session.max_sessions", kInt, "100000", 1, kMaxInt, "",
+            "most sessions kept; a new one beyond evicts the least recently seen"},
+    KeySpec{"session.max_offline_locks", kInt, "16", 1, 100000, "",
+            "most offline locks one session holds at once; more are refused"},
+    KeySpec{"offline.max_ttl_s", kInt, "3600", 1, 31536000, "",
+            "longest an offline lock is granted for at a time (longer requests are clamped)"},
+    KeySpec{"offline.sweep_interval_s", kInt, "60", 1, 86400, "",
+            "how often expired offline locks are removed (they are ignored at once)"},
     // templates, logging, security
     KeySpec{"templates.dir", kString, "templates", 0, 0, "",
             "folder with the HTML templates (errors/, bbs/, chat/, admin/)"},
@@ -110,6 +121,8 @@ constexpr std::array kFrameworkSections{
     FrameworkSection{"limits", "bounds on what a client may send"},
     FrameworkSection{"locks", "the lock service"},
     FrameworkSection{"data", "the data directory"},
+    FrameworkSection{"session", "server-side sessions (ctx.session)"},
+    FrameworkSection{"offline", "offline locks that span several requests (ctx.offline)"},
     FrameworkSection{"templates", "HTML templates"},
     FrameworkSection{"log", "logging"},
     FrameworkSection{"security", "response headers and the server secret"},

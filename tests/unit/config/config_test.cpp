@@ -84,8 +84,8 @@ TEST(Config, ATableInsideASectionHoldsDottedKeys) {
 }
 
 TEST(Config, TheFrameworkSchemaNamesNoAppKey) {
-  const std::set<std::string> framework_sections{"server",    "limits", "locks",   "data",
-                                                 "templates", "log",    "security"};
+  const std::set<std::string> framework_sections{
+      "server", "limits", "locks", "data", "session", "offline", "templates", "log", "security"};
   const config::Schema schema = config::Schema::framework();
   for (const auto& spec : schema.keys()) {
     const std::string key(spec.key);
