@@ -22,8 +22,10 @@
 #include <kagi/util/password.hpp>
 #include <kagi/view/views.hpp>
 #include "bbs/board.hpp"
+#include "bbs/edit.hpp"
 #include "bbs/flood.hpp"
 #include "bbs/input.hpp"
+#include "bbs/settings.hpp"
 #include "bbs/text.hpp"
 #include "bbs/throttle.hpp"
 #include "common/args.hpp"
@@ -32,37 +34,10 @@ namespace kagi::apps {
 namespace {
 
 using bbs::BoardState;
+using bbs::find_board;
+using bbs::kTimeFormat;
 using bbs::Post;
-
-// Settings read once when the board is mounted.
-struct Settings {
-  explicit Settings(const util::Secret& app_secret) : secret(app_secret) {}
-
-  std::vector<std::string> boards;
-  size_t keep = 1000;
-  std::unique_ptr<bbs::BoardCache> cache;  // made once bbs.keep is known
-  size_t page_size = 20;
-  int64_t flood_interval_s = 10;
-  bbs::InputLimits limits;
-  util::Secret secret;  // keys the client tags (the app's server secret)
-  // Delete attempts allowed per minute, per client and per post (bbs.delete_tries_*).
-  std::unique_ptr<bbs::AttemptLimiter> delete_per_client, delete_per_post;
-  // Delete passwords being checked in this process now: at most one at a time, so that the
-  // checks (tens of ms of CPU each) never hold several of the worker threads a reader needs.
-  mutable std::atomic<int> checking{0};
-};
-
-constexpr const char* kTimeFormat = "%Y-%m-%d %H:%M UTC";
-
-// The board named in the path, or 404. Only configured boards exist, so a hostile name
-// ("../../etc") never reaches the lock layer or the filesystem.
-const std::string& find_board(const Settings& s, const Request& req) {
-  std::string_view name = req.param("board");
-  for (const auto& board : s.boards) {
-    if (board == name) return board;
-  }
-  throw HttpError(404, "There is no board called '" + std::string(name) + "'.");
-}
+using bbs::Settings;
 
 // --- pages ------------------------------------------------------------------------------
 
@@ -93,6 +68,8 @@ Response render_board(Context& ctx, const Settings& s, const std::string& board,
     row.set("SUBJECT", post.subject.empty() ? "(no subject)" : post.subject);
     row.set("TIME", format_utc(post.time, kTimeFormat));
     row.set_trusted_html("BODY_HTML", bbs::body_html(post.body));
+    if (post.edited_at)
+      row.add_section("EDITED").set("TIME", format_utc(post.edited_at, kTimeFormat));
     if (!post.password_hash.empty()) row.show_section("DELETABLE");
   }
   if (state.items.empty()) dict.show_section("EMPTY");
@@ -242,57 +219,25 @@ Response remove(const Settings& s, Request& req, Context& ctx) {
   const int64_t id = int_arg(req.field("id"), 0, 1, INT64_MAX);
   const std::string_view password = req.field("password");
   if (password.find('\0') != std::string_view::npos) {
-    throw HttpError(400, "The delete password must not contain a NUL character.");
+    throw HttpError(400, "The password must not contain a NUL character.");
   }
-  auto no_post = [&] { return HttpError(404, "There is no post " + std::to_string(id) + "."); };
-  auto find = [&](const BoardState& state) {
-    return std::find_if(state.items.begin(), state.items.end(),
-                        [&](const Post& p) { return p.id == id; });
-  };
 
-  // 2. LOCK shared and READ: only the stored hash is needed, copied because the board's items
-  //    are valid only while its lock is held.
-  std::string hash;
-  {
-    auto guard = ctx.locks.shared(bbs::board_lock_name(board));
-    BoardState state = bbs::read_board(*s.cache, ctx.data, guard, board);
-    auto it = find(state);
-    if (it == state.items.end()) throw no_post();
-    hash = it->password_hash;
-  }  // unlocked here, before the slow part
-  if (hash.empty()) throw HttpError(403, "This post was made without a delete password.");
+  // 2. LOCK shared and READ: only the stored hash is needed (a copy of the post is returned,
+  //    because the board's items are valid only while its lock is held).
+  const std::string hash = bbs::read_post(s, ctx, board, id).password_hash;
+  // unlocked here, before the slow part
 
-  // 3. Throttle, then VERIFY with no lock held. Each guess costs the server a hash, so guesses
-  //    are counted per client (CPU a single address can burn) and per post (guesses at one
-  //    password from everywhere) before any hashing; over the limit → 429 + Retry-After.
-  struct Checking {  // the one check of this process, given back however it ends
-    std::atomic<int>& n;
-    ~Checking() { n.fetch_sub(1); }
-  } checking{s.checking};
-  if (s.checking.fetch_add(1) != 0) {
-    throw HttpError(429,
-                    "Another delete is being checked right now. Please try again in a "
-                    "second.")
-        .with_header("Retry-After", "1");
-  }
-  const int64_t now = bbs::steady_now_s();
-  int64_t wait =
-      s.delete_per_client->try_attempt(bbs::client_tag(req.client_address, s.secret), now);
-  if (!wait) wait = s.delete_per_post->try_attempt(board + "/" + std::to_string(id), now);
-  if (wait) {
-    throw HttpError(429, "Too many delete attempts. Please wait " + std::to_string(wait) +
-                             " seconds and try again.")
-        .with_header("Retry-After", std::to_string(wait));
-  }
-  if (!util::verify_password(password, hash)) {
-    throw HttpError(403, "The delete password does not match.");
-  }
+  // 3. Throttle, then VERIFY with no lock held (403 / 429 otherwise).
+  bbs::check_post_password(s, req, board, id, hash, password, "delete");
 
   // 4. LOCK exclusive, READ again, and delete only the post that was verified.
   auto board_lock = ctx.locks.exclusive(bbs::board_lock_name(board));
   BoardState state = bbs::read_board(*s.cache, ctx.data, board_lock, board);
-  auto it = find(state);
-  if (it == state.items.end()) throw no_post();  // deleted by someone else meanwhile
+  auto it = std::find_if(state.items.begin(), state.items.end(),
+                         [&](const Post& p) { return p.id == id; });
+  if (it == state.items.end()) {  // deleted by someone else meanwhile
+    throw HttpError(404, "There is no post " + std::to_string(id) + ".");
+  }
   if (it->password_hash != hash) {
     throw HttpError(409, "Post " + std::to_string(id) + " changed meanwhile. Please try again.");
   }
@@ -335,7 +280,13 @@ Response posts_json(const Settings& s, Request& req, Context& ctx) {
         .value(it->subject)
         .key("body")
         .value(it->body)
-        .end_object();
+        .key("edited_at");
+    if (it->edited_at) {
+      w.value(format_utc(it->edited_at, "%Y-%m-%dT%H:%M:%SZ"));
+    } else {
+      w.null();
+    }
+    w.end_object();
   }
   w.end_array()
       .key("total")
@@ -357,6 +308,7 @@ void mount_bbs(App& app) {
   s->page_size = static_cast<size_t>(conf.get_int("bbs.page_size"));
   s->flood_interval_s = conf.get_int("bbs.flood_interval_s");
   s->limits = bbs::InputLimits::from(conf);
+  s->edit_ttl = std::chrono::seconds(conf.get_int("bbs.edit_ttl_s"));
   // A table of 4096 keys is ~0.5 MiB at most; beyond it the oldest windows are forgotten.
   constexpr size_t kThrottleKeys = 4096;
   s->delete_per_client = std::make_unique<bbs::AttemptLimiter>(
@@ -380,6 +332,7 @@ void mount_bbs(App& app) {
   r.post("/bbs/{board}/delete", [s](Request& req, Context& ctx) { return remove(*s, req, ctx); });
   r.get("/bbs/{board}/posts.json",
         [s](Request& req, Context& ctx) { return posts_json(*s, req, ctx); });
+  bbs::mount_edit(r, s);
 }
 
 namespace {
@@ -401,6 +354,8 @@ constexpr config::KeySpec kBbsKeys[] = {
         "delete password checks per minute from one client address (0 = no limit); more → 429"},
     config::KeySpec{"bbs.delete_tries_per_post", kInt, "10", 0, 1000000, "",
                     "delete password checks per minute on one post (0 = no limit); more → 429"},
+    config::KeySpec{"bbs.edit_ttl_s", kInt, "600", 1, 86400, "",
+                    "how long an opened editor holds a post's edit lock without a renewal"},
 };
 
 }  // namespace

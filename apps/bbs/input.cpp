@@ -14,7 +14,54 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
+// Reads one user text field into `target` (control characters stripped, trimmed; one-line
+// fields without bidi controls). False with `out.error` set if it is not acceptable.
+bool check_text(std::string_view raw, const char* label, size_t max_chars, bool multiline,
+                std::string& target, Checked& out) {
+  if (!util::valid_utf8(raw)) {
+    out.error = std::string(label) + " is not valid UTF-8 text.";
+    out.bad_encoding = true;
+    return false;
+  }
+  target = trim(util::strip_control_chars(raw, multiline));
+  if (!multiline) target = trim(util::strip_bidi_controls(target));
+  if (char_count(target) > max_chars) {
+    out.error =
+        std::string(label) + " is longer than " + std::to_string(max_chars) + " characters.";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+Checked check_edit(const http::Request& request, const InputLimits& limits) {
+  Checked out;
+  if (!check_text(request.field("subject"), "Subject", limits.max_subject_chars, false,
+                  out.input.subject, out) ||
+      !check_text(request.field("body"), "Message", limits.max_body_chars, true, out.input.body,
+                  out)) {
+    return out;
+  }
+  if (out.input.body.empty()) out.error = "Please write a message.";
+  return out;
+}
+
+Checked check_editor(const http::Request& request, const InputLimits& limits) {
+  Checked out;
+  if (!check_text(request.field("name"), "Name", limits.max_name_chars, false, out.input.name,
+                  out)) {
+    return out;
+  }
+  const std::string_view password = request.field("password");
+  if (!util::valid_utf8(password) || password.find('\0') != std::string_view::npos) {
+    out.error = "The password must be UTF-8 text without NUL characters.";
+    out.bad_encoding = true;
+    return out;
+  }
+  out.input.password = std::string(password);
+  return out;
+}
 
 InputLimits InputLimits::from(const Config& conf) {
   return InputLimits{static_cast<size_t>(conf.get_int("bbs.max_name_chars")),

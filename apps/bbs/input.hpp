@@ -37,6 +37,12 @@ struct Checked {
 };
 Checked check_post(const http::Request& request, const InputLimits& limits);
 
+// An edit's fields subject and body, checked like a post's (the name stays the poster's).
+Checked check_edit(const http::Request& request, const InputLimits& limits);
+// Opening an editor: the fields password (the post's) and name (the editor's, optional; ""
+// when left empty), checked like a post's.
+Checked check_editor(const http::Request& request, const InputLimits& limits);
+
 // A stable tag for a client address (flood and duplicate checks keep no addresses on disk):
 // HMAC-SHA-256 under the server secret, 8 bytes as 16 hex characters. Keyed, because an
 // unkeyed hash of an IPv4 address is reversed by trying all 2^32 addresses in seconds; without

@@ -12,7 +12,9 @@ Post sample() {
               .password_hash = "$y$j9T$salt$hash",
               .name = "Ann\tTab",
               .subject = "line\nbreak \\ backslash",
-              .body = "multi\nline\r\nbody\t\\n literal"};
+              .body = "multi\nline\r\nbody\t\\n literal",
+              .edited_at = 1700000500,
+              .version = 3};
 }
 
 TEST(PostCodec, RoundTripsEveryField) {
@@ -28,6 +30,19 @@ TEST(PostCodec, RoundTripsEveryField) {
   EXPECT_EQ(back->name, p.name);
   EXPECT_EQ(back->subject, p.subject);
   EXPECT_EQ(back->body, p.body);
+  EXPECT_EQ(back->edited_at, p.edited_at);
+  EXPECT_EQ(back->version, p.version);
+}
+
+TEST(PostCodec, ReadsPostsWrittenBeforeEditsExisted) {
+  // The record format of boards written before posts could be edited.
+  auto old = decode("post1\t7\t1700000000\tc\th\tAnn\tS\tbody");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->id, 7);
+  EXPECT_EQ(old->body, "body");
+  EXPECT_EQ(old->edited_at, 0);
+  EXPECT_EQ(old->version, 1);
+  EXPECT_EQ(encode(*old).substr(0, 6), "post2\t");  // rewritten in the new format
 }
 
 TEST(PostCodec, EmptyFieldsSurvive) {
@@ -49,6 +64,10 @@ TEST(PostCodec, RefusesForeignOrDamagedRecords) {
   EXPECT_FALSE(decode("post1\t0\t1\ta\tb\tc\td\te")) << "ids start at 1";
   EXPECT_FALSE(decode("post1\t1\t1\ta\tb\tc\td\tbad\\escape"));
   EXPECT_FALSE(decode("post1\t1\t1\ta\tb\tc\td\ttrailing\\"));
+  EXPECT_FALSE(decode("post2\t1\t1\ta\tb\tc\td\te")) << "post2 has ten fields";
+  EXPECT_FALSE(decode("post2\t1\t1\ta\tb\tc\td\te\t5\t0")) << "versions start at 1";
+  EXPECT_FALSE(decode("post2\t1\t1\ta\tb\tc\td\te\t-1\t1"));
+  EXPECT_FALSE(decode("post1\t1\t1\ta\tb\tc\td\te\t0\t1")) << "post1 has eight";
 }
 
 }  // namespace
