@@ -6,6 +6,8 @@
 #include <kagi/app/http_error.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/lock/registry.hpp>
+#include <kagi/offline/lock_manager.hpp>
+#include <kagi/offline/session_store.hpp>
 #include <kagi/pg/options.hpp>
 #include <kagi/stats/cluster_stats.hpp>
 #include <kagi/stats/host_stats.hpp>
@@ -28,10 +30,17 @@ struct AdminState {
         locks_dir(app.locks().options().dir),
         locks(app.locks().options()),
         publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}),
-        cluster_publisher(cluster_publisher_for(locks)) {}
+        cluster_publisher(cluster_publisher_for(locks)),
+        offline_locks(app.offline_locks()),
+        sessions(app.sessions()) {}
 
-  // This host's registry and stats, and (postgres backend) every host's locks from the server.
-  admin::LockStatus status() const { return admin::collect_status(locks_dir, locks); }
+  // This host's registry and stats, (postgres backend) every host's locks from the server,
+  // and the offline locks every session of the site holds.
+  admin::LockStatus status() const {
+    admin::LockStatus s = admin::collect_status(locks_dir, locks);
+    s.offline = admin::collect_offline(offline_locks, sessions);
+    return s;
+  }
 
   admin::AdminAccess access;
   std::string locks_dir;
@@ -40,6 +49,8 @@ struct AdminState {
   stats::StatsPublisher publisher;
   // With locks on PostgreSQL: this host's sums, published for every host's admin page.
   std::unique_ptr<stats::ClusterStatsPublisher> cluster_publisher;
+  offline::LockManager& offline_locks;
+  offline::SessionStore& sessions;
 
  private:
   static std::unique_ptr<stats::ClusterStatsPublisher> cluster_publisher_for(
@@ -107,6 +118,29 @@ Response revoke(const AdminState& state, const Request& req) {
   return Response::redirect("/admin/locks");
 }
 
+// POST /admin/offline/release (key, owner: one offline lock, as the page showed it). CSRF is
+// checked by the pipeline, the login here. The owner is told on its next request; its save
+// is refused (409) from now on.
+Response release_offline(const AdminState& state, const Request& req) {
+  const std::string_view key = req.field("key");
+  const std::string_view owner = req.field("owner");
+  if (key.empty() || owner.empty()) {
+    throw HttpError(400,
+                    "the release form needs the fields 'key' and 'owner'; use the Release button "
+                    "of /admin/locks");
+  }
+  auto released = state.offline_locks.force_release(key, owner);
+  if (!released.ok() && released.status().code() == std::errc::invalid_argument) {
+    throw HttpError(400, released.status().message());
+  }
+  if (!released.value()) {
+    throw HttpError(409,
+                    "that offline lock is not held any more (released, run out, or taken over "
+                    "since the page was drawn); reload /admin/locks and look again");
+  }
+  return Response::redirect("/admin/locks");
+}
+
 // Admin data changes every second and may name clients: never cached anywhere.
 Response no_store(Response r) {
   r.headers.set("Cache-Control", "no-store");
@@ -134,6 +168,10 @@ void mount_admin(App& app) {
   r.post("/admin/locks/revoke", [state](Request& req, Context&) {
     require_access(*state, req);
     return no_store(revoke(*state, req));
+  });
+  r.post("/admin/offline/release", [state](Request& req, Context&) {
+    require_access(*state, req);
+    return no_store(release_offline(*state, req));
   });
   r.get("/metrics", [state](Request& req, Context&) {
     require_access(*state, req);

@@ -590,6 +590,12 @@ std::string to_json(const LockStatus& s) {
   write_stats(w, s.host);
   w.key("events");
   write_events(w, s.host.events);
+  w.key("offline");
+  if (s.offline) {
+    write_offline_json(w, *s.offline);
+  } else {
+    w.null();
+  }
   w.end_object();
   return w.take();
 }
@@ -651,6 +657,7 @@ std::string to_prometheus(const LockStatus& s) {
       "kagi_worker_processes " +
       std::to_string(s.processes) + "\n";
   if (s.cluster) cluster_metrics(*s.cluster, out);
+  if (s.offline) offline_metrics(*s.offline, out);
   out +=
       "# HELP kagi_requests_total Responses sent, per route and status code.\n"
       "# TYPE kagi_requests_total counter\n";
@@ -676,6 +683,7 @@ std::string to_text(const LockStatus& s) {
   if (s.locks.empty()) {
     out += "no locks held or waited for\n";
     cluster_text(s, out);
+    if (s.offline) offline_text(*s.offline, out);
     return out;
   }
   out += pad("NAME", 28) + pad("STATE", 9) + pad("MODE", 10) + pad("FOR", 10) +
@@ -690,6 +698,7 @@ std::string to_text(const LockStatus& s) {
     for (const auto& e : row.waiters) line(row.holders.empty() ? row.name : "  \\_", "waiting", e);
   }
   cluster_text(s, out);
+  if (s.offline) offline_text(*s.offline, out);
   return out;
 }
 
@@ -749,6 +758,7 @@ void fill_dict(const LockStatus& s, view::Dict& dict) {
   dict.set("WAITING_TOTAL", static_cast<int64_t>(waiting));
   if (s.locks.empty()) dict.show_section("NO_LOCKS");
   cluster_dict(s, dict);
+  if (s.offline) offline_dict(*s.offline, dict);
   for (const auto& [prefix, p] : s.host.stats.prefixes) {
     view::Dict r = dict.add_section("STAT");
     r.set("PREFIX", prefix);

@@ -14,6 +14,7 @@
 #include <kagi/lock/registry.hpp>
 #include <kagi/stats/cluster_stats.hpp>
 #include <kagi/stats/host_stats.hpp>
+#include "admin/offline_status.hpp"
 
 namespace kagi::view {
 class Dict;
@@ -58,6 +59,8 @@ struct LockStatus {
   // Only for a backend whose locks span hosts; absent for `local`, whose locks are all in
   // `locks` already.
   std::optional<ClusterLocks> cluster;
+  // The offline locks sessions hold (admin/offline_status.hpp), when the caller read them.
+  std::optional<OfflineStatus> offline;
 };
 
 // Reads the registry and the stats files under `locks_dir` (every process on the host) and,

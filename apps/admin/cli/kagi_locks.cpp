@@ -1,13 +1,16 @@
 // kagi-locks: who holds which lock right now, on this host, in a terminal (for ssh sessions).
 // Reads the status registry and the stats files under locks.dir directly; no kagi server
 // needed. With locks.backend = "postgres" it also reads every host's locks from the lock
-// server (locks.postgres.dsn), as the admin page does.
+// server (locks.postgres.dsn), as the admin page does, and the offline locks sessions hold
+// from where the site keeps them (data.dir's offline.sqlite3, or the data's database).
 //
 //   kagi-locks [--conf FILE] [--set locks.dir=DIR]... [--json]
 //
 // Exit codes: 0 (also when nothing is held, and when the lock server cannot be read: that is
 // printed as an error line), 2 for a bad command line or config.
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <kagi/app/lock_conf.hpp>
@@ -21,6 +24,26 @@ constexpr const char* kUsage =
     "Prints the locks held and waited for by every kagi process on this host (from\n"
     "locks.dir) and, with locks.backend = \"postgres\", by every host (from the lock\n"
     "server); --json prints the /admin/locks.json document instead.\n";
+
+// The offline locks, if the site keeps any: a SQLite file that is not there yet is not made
+// here (this tool only looks).
+std::optional<kagi::apps::admin::OfflineStatus> offline_locks(const kagi::Config& conf) {
+  const kagi::offline::StateOptions options = kagi::offline_state_options(conf);
+  if (options.backend == "sqlite" &&
+      !std::filesystem::exists(options.dir + "/" + std::string(kagi::offline::kSqliteFile))) {
+    return std::nullopt;
+  }
+  std::string why;
+  std::shared_ptr<kagi::offline::StateStore> state = kagi::offline::open_state_store(options, &why);
+  if (!state) {
+    kagi::apps::admin::OfflineStatus failed;
+    failed.error = why;
+    return failed;
+  }
+  kagi::offline::LockManager locks(state, kagi::offline_lock_options(conf));
+  kagi::offline::SessionStore sessions(state, kagi::session_options(conf));
+  return kagi::apps::admin::collect_offline(locks, sessions);
+}
 
 }  // namespace
 
@@ -38,8 +61,9 @@ int main(int argc, char** argv) {
   // The site's conf file names its apps' sections too; only the framework's are read here.
   const kagi::Config conf =
       args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
-  const auto status =
+  auto status =
       kagi::apps::admin::collect_status(conf.get_string("locks.dir"), kagi::lock_options(conf));
+  status.offline = offline_locks(conf);
   std::cout << (json ? kagi::apps::admin::to_json(status) + "\n"
                      : kagi::apps::admin::to_text(status));
   return 0;

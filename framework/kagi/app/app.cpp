@@ -119,22 +119,11 @@ std::unique_ptr<store::DataStore> open_data_store(const Config& conf,
   return open_pg_data(conf, locks);
 }
 
-// Where sessions and offline locks live: beside the data (SQLite in data.dir for files, the
-// data's database for postgres).
-std::shared_ptr<offline::StateStore> open_state(const Config& conf,
-                                                const lock::LockOptions& locks) {
-  offline::StateOptions options;
-  options.dir = conf.get_string("data.dir");
-  options.fsync = conf.get_string("data.fsync") == "always";
-  options.group_readable = conf.get_bool("data.group_readable");
-  if (conf.get_string("data.backend") == "postgres") {
-    options.backend = "postgres";
-    options.postgres = locks.postgres;  // keepalives and application_name as the locks'
-    const std::string dsn = conf.get_string("data.postgres.dsn");
-    options.postgres.dsn = dsn.empty() ? locks.postgres.dsn : dsn;
-  }
+// Where sessions and offline locks live: beside the data.
+std::shared_ptr<offline::StateStore> open_state(const Config& conf) {
   std::string why;
-  std::shared_ptr<offline::StateStore> state = offline::open_state_store(options, &why);
+  std::shared_ptr<offline::StateStore> state =
+      offline::open_state_store(offline_state_options(conf), &why);
   if (!state) throw ConfigError("cannot open the sessions and offline locks: " + why);
   return state;
 }
@@ -190,20 +179,9 @@ App::App(Config conf)
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(make_lock_service(conf_)),
       data_(open_data_store(conf_, locks_->options())),
-      state_(open_state(conf_, locks_->options())),
-      sessions_(std::make_unique<offline::SessionStore>(
-          state_,
-          offline::SessionOptions{
-              .idle = std::chrono::seconds(conf_.get_int("session.idle_s")),
-              .max_sessions = static_cast<size_t>(conf_.get_int("session.max_sessions")),
-              .touch_interval = std::chrono::seconds(60)})),
-      offline_locks_(std::make_unique<offline::LockManager>(
-          state_,
-          offline::ManagerOptions{
-              .min_ttl = std::chrono::seconds(1),
-              .max_ttl = std::chrono::seconds(conf_.get_int("offline.max_ttl_s")),
-              .max_per_owner = static_cast<size_t>(conf_.get_int("session.max_offline_locks")),
-              .sweep_interval = std::chrono::seconds(conf_.get_int("offline.sweep_interval_s"))})),
+      state_(open_state(conf_)),
+      sessions_(std::make_unique<offline::SessionStore>(state_, session_options(conf_))),
+      offline_locks_(std::make_unique<offline::LockManager>(state_, offline_lock_options(conf_))),
       views_(std::make_unique<view::Views>(conf_.get_string("templates.dir"),
                                            conf_.get_string("templates.fallback_dir"))),
       secret_(load_secret(conf_)),

@@ -23,4 +23,32 @@ lock::LockOptions lock_options(const Config& conf) {
   return options;
 }
 
+offline::StateOptions offline_state_options(const Config& conf) {
+  offline::StateOptions options;
+  options.dir = conf.get_string("data.dir");
+  options.fsync = conf.get_string("data.fsync") == "always";
+  options.group_readable = conf.get_bool("data.group_readable");
+  if (conf.get_string("data.backend") == "postgres") {
+    const lock::LockOptions locks = lock_options(conf);
+    options.backend = "postgres";
+    options.postgres = locks.postgres;  // keepalives and application_name as the locks'
+    const std::string dsn = conf.get_string("data.postgres.dsn");
+    options.postgres.dsn = dsn.empty() ? locks.postgres.dsn : dsn;
+  }
+  return options;
+}
+
+offline::SessionOptions session_options(const Config& conf) {
+  return {.idle = std::chrono::seconds(conf.get_int("session.idle_s")),
+          .max_sessions = static_cast<size_t>(conf.get_int("session.max_sessions")),
+          .touch_interval = std::chrono::seconds(60)};
+}
+
+offline::ManagerOptions offline_lock_options(const Config& conf) {
+  return {.min_ttl = std::chrono::seconds(1),
+          .max_ttl = std::chrono::seconds(conf.get_int("offline.max_ttl_s")),
+          .max_per_owner = static_cast<size_t>(conf.get_int("session.max_offline_locks")),
+          .sweep_interval = std::chrono::seconds(conf.get_int("offline.sweep_interval_s"))};
+}
+
 }  // namespace kagi
