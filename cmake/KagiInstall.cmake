@@ -36,7 +36,7 @@ install(FILES ${PROJECT_BINARY_DIR}/kagiConfig.cmake ${PROJECT_BINARY_DIR}/kagiC
 
 # pkg-config: static libraries, so every module and system library is in Libs, in link order.
 set(KAGI_PC_LIBS "")
-foreach(module IN ITEMS serve server fcgi stats app view store lock pg http config util)
+foreach(module IN ITEMS serve server fcgi stats app view offline sqlite store lock pg http config util)
   if(TARGET kagi_${module})
     string(APPEND KAGI_PC_LIBS " -lkagi_${module}")
   endif()
