@@ -25,7 +25,7 @@ using admin::Access;
 struct AdminState {
   AdminState(App& app)
       : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
-        locks_dir(app.locks().options().dir),
+        locks_dir(lock::host_state_dir(app.locks().options())),
         locks(app.locks().options()),
         publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}),
         cluster_publisher(cluster_publisher_for(locks)) {}
@@ -52,8 +52,8 @@ struct AdminState {
                                  ? pg::default_application_name()
                                  : locks.postgres.application_name;
     if (!pg::parse_application_name(name, host, pid)) host = util::host_name();
-    return std::make_unique<stats::ClusterStatsPublisher>(locks.dir, host, locks.postgres,
-                                                          stats::ClusterStatsPublisher::Options{});
+    return std::make_unique<stats::ClusterStatsPublisher>(
+        lock::host_state_dir(locks), host, locks.postgres, stats::ClusterStatsPublisher::Options{});
   }
 };
 

@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
   // The site's conf file names its apps' sections too; only the framework's are read here.
   const kagi::Config conf =
       args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
-  const auto status =
-      kagi::apps::admin::collect_status(conf.get_string("locks.dir"), kagi::lock_options(conf));
+  const kagi::lock::LockOptions locks = kagi::lock_options(conf);
+  const auto status = kagi::apps::admin::collect_status(kagi::lock::host_state_dir(locks), locks);
   std::cout << (json ? kagi::apps::admin::to_json(status) + "\n"
                      : kagi::apps::admin::to_text(status));
   return 0;
