@@ -133,8 +133,10 @@ uint64_t process_start(int pid) {
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   std::string_view rest = std::string_view(stat).substr(close + 1);
-  // Field 22 (starttime) is the 20th after the ')'.
-  for (int field = 0; field < 20; ++field) {
+  // A zombie (killed, not reaped yet by its parent) holds nothing any more.
+  if (rest.size() < 2 || rest[1] == 'Z' || rest[1] == 'X') return 0;
+  // Field 22 (starttime): after the ')' come field 3 (state) and on; skip fields 3 to 21.
+  for (int field = 3; field < 22; ++field) {
     const size_t sp = rest.find(' ', 1);
     if (sp == std::string_view::npos) return 0;
     rest.remove_prefix(sp);
@@ -210,8 +212,9 @@ bool parse_owner(std::string_view text, Owner& out) {
 DirLocks::DirLocks(Config config)
     : config_(std::move(config)),
       stage_dir_(config_.root + "/.stage"),
+      my_start_(process_start(util::current_pid())),
       stage_prefix_(config_.host + "." + std::to_string(util::current_pid()) + "." +
-                    std::to_string(process_start(util::current_pid())) + ".") {
+                    std::to_string(my_start_) + ".") {
   for (const std::string& dir : {config_.root, stage_dir_}) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
       throw std::system_error(errno_code(errno),
@@ -317,8 +320,7 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
               .route = who.method + " " + who.path,
               .at_ms = now,
               .lease_ms = config_.lease.count()};
-  static const uint64_t my_start = process_start(util::current_pid());
-  owner.start = my_start;
+  owner.start = my_start_;
   const std::string target = format_owner(owner);
   Entry e;
   e.mode = mode;

@@ -91,7 +91,7 @@ struct Config {
 // created if missing). Every host that mounts the folder reads the same id.
 std::string domain_id(const std::string& root, std::error_code& ec);
 
-// This host's boot id, and a process's start time (0 if it is not running).
+// This host's boot id, and a process's start time (0 if it is not running or a zombie).
 const std::string& boot_id();
 uint64_t process_start(int pid);
 
@@ -165,6 +165,9 @@ class DirLocks {
 
   const Config config_;
   const std::string stage_dir_;
+  // This process's start time, read once: a DirLocks is made after fork() (as the whole lock
+  // service is), so it is this process's and not a parent's.
+  const uint64_t my_start_;
   const std::string stage_prefix_;  // "<host>.<pid>.<start>."
   std::atomic<uint64_t> stage_seq_{0};
 };
