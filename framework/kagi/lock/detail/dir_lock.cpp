@@ -428,7 +428,7 @@ std::vector<Entry> DirLocks::entries(std::string_view name) const {
   return out;
 }
 
-bool DirLocks::read_owner(std::string_view dir, const Entry& e, Owner& out) const {
+bool read_owner_at(std::string_view dir, const Entry& e, Owner& out) {
   char buf[4096];
   const std::string path = std::string(dir) + "/" + e.file;
   const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
@@ -436,20 +436,36 @@ bool DirLocks::read_owner(std::string_view dir, const Entry& e, Owner& out) cons
   return parse_owner(std::string_view(buf, static_cast<size_t>(n)), out);
 }
 
-std::vector<DirLocks::Listed> DirLocks::list_all() const {
+std::vector<Listed> list_all(const std::string& root) {
   std::vector<Listed> out;
-  for (const std::string& n : names_in(config_.root)) {
+  for (const std::string& n : names_in(root)) {
     if (!n.ends_with(".d")) continue;
-    const std::string dir = config_.root + "/" + n;
+    const std::string dir = root + "/" + n;
     for (const std::string& f : names_in(dir)) {
       Listed l;
       l.dir = n;
       if (!parse_entry(f, l.entry)) continue;
-      l.owner_read = read_owner(dir, l.entry, l.owner);
+      l.owner_read = read_owner_at(dir, l.entry, l.owner);
       out.push_back(std::move(l));
     }
   }
   return out;
+}
+
+std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file) {
+  Entry e;
+  if (!dir.ends_with(".d") || dir.find('/') != std::string_view::npos || dir.starts_with(".") ||
+      !parse_entry(file, e)) {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  const std::string folder = root + "/" + std::string(dir);
+  struct stat st {};
+  if (::lstat((folder + "/" + e.file).c_str(), &st) != 0) return make_error_code(Errc::kReleased);
+  if (e.expiry_ms >= wall_ms())
+    return std::make_error_code(std::errc::resource_unavailable_try_again);
+  if (::unlink((folder + "/" + e.file).c_str()) != 0) return make_error_code(Errc::kReleased);
+  ::rmdir(folder.c_str());
+  return {};
 }
 
 std::string DirLocks::stale_reason(std::string_view name, const Entry& e,

@@ -87,6 +87,24 @@ struct Config {
   std::chrono::milliseconds max_skew{30000};
 };
 
+// The record behind an entry of the lock directory `dir` (false if it is gone or unreadable).
+bool read_owner_at(std::string_view dir, const Entry& e, Owner& out);
+
+// Every lock directory under `root` and its entries, each record read (the admin page).
+struct Listed {
+  std::string dir;  // "B.d"
+  Entry entry;
+  Owner owner;
+  bool owner_read = false;
+};
+std::vector<Listed> list_all(const std::string& root);
+
+// Removes the record `dir`/`file` under `root` (as list_all names it) if it is still there
+// under that very name and its lease expired by this host's clock, then its folder if empty.
+// Errc::kReleased if it is gone or was renewed meanwhile (its name changed); EAGAIN if its
+// lease has not expired; EINVAL for a name that is not a record. An admin's "break stale lock".
+std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file);
+
 // The lock domain's id, stored in root/.domain: made once, by whoever comes first (root is
 // created if missing). Every host that mounts the folder reads the same id.
 std::string domain_id(const std::string& root, std::error_code& ec);
@@ -123,16 +141,10 @@ class DirLocks {
 
   // The entries of `name`'s lock directory (empty if it does not exist).
   std::vector<Entry> entries(std::string_view name) const;
-  // Every lock directory under root and its entries, with each record read (admin page).
-  struct Listed {
-    std::string dir;  // B.d
-    Entry entry;
-    Owner owner;
-    bool owner_read = false;
-  };
-  std::vector<Listed> list_all() const;
   // The record behind an entry (false if it is gone or not ours to read).
-  bool read_owner(std::string_view dir, const Entry& e, Owner& out) const;
+  bool read_owner(std::string_view dir, const Entry& e, Owner& out) const {
+    return read_owner_at(dir, e, out);
+  }
 
   // Why `e` (of `name`'s lock dir) is stale now, or empty if it is not. `unchanged_for` is how
   // long this process has seen the very same entry name (no renewal): a lease without a
