@@ -10,7 +10,9 @@ mount); by default the test's temp dir.
      client posting to both hosts in turn: every acknowledged post stored exactly once, ids
      1..N, both hosts show the same board. The split-brain guard accepts both hosts (one lock
      domain: the shared folder's id) and refuses a process with another locks.dir (exit 2).
-  2. kagi-locks on host 2 shows a lock held on host 1, from its owner record, with its lease.
+  2. kagi-locks on host 2 shows a lock held on host 1, from its owner record, with its lease;
+     the chat on dir: a say on host 1 reaches polls parked on both hosts (within the 5 s
+     recheck that carries wake-ups across hosts).
   3. SIGTERM, SIGINT, SIGHUP and SIGQUIT each end a kagi-demo holding a lock through the normal
      stop path (exit 0): its lock directory is gone afterwards.
   4. SIGKILL leaves the lock directory; the next process on the host takes the lock at once
@@ -53,7 +55,8 @@ class DirCluster(cluster_common.Cluster):
 
 def check_posts(fail, env, root):
     with DirCluster(env, root, extra=["bbs.boards=" + BOARD, "bbs.keep=100000",
-                                      "locks.timeout_ms=20000"]) as cluster:
+                                      "locks.timeout_ms=20000",
+                                      "chat.say_per_minute=0"]) as cluster:
         ports = [h.port for h in cluster.hosts]
         t0 = time.monotonic()
         results = cluster_bbs_test.hammer(cluster, ports)
@@ -75,6 +78,46 @@ def check_posts(fail, env, root):
         fail.check("lock in another domain" in out, "it says why")
 
         check_locks_view(fail, env, cluster, root)
+        check_chat(fail, cluster)
+
+
+def check_chat(fail, cluster):
+    """The chat on dir: a say on host 1 wakes a poll parked on host 1 at once (inotify) and one
+    parked on host 2 within the chat's 5 s recheck. (Both "hosts" here share one kernel, whose
+    inotify sees both: host 2 is woken at once too. Across real hosts inotify sees only its own
+    host's writes, and the recheck is the bound; the check allows for it.)"""
+    host1, host2 = cluster.hosts[0], cluster.hosts[1]
+    token = cluster_common.csrf_token(host1.port)
+    headers = {"Cookie": "kagi_csrf=" + token, "X-CSRF-Token": token,
+               "Content-Type": "application/json"}
+    last = json.loads(harness.request(host1.port, "GET", "/chat/lobby/messages?since=0&wait=0")
+                      .body)["last"]
+    answers = {}
+
+    def poll(host):
+        r = harness.request(host.port, "GET", "/chat/lobby/messages?since=%d&wait=20" % last,
+                            timeout=30)
+        answers[host.name] = (time.monotonic(), r.status, json.loads(r.body))
+    pollers = [threading.Thread(target=poll, args=(h,)) for h in (host1, host2)]
+    for t in pollers:
+        t.start()
+    time.sleep(1.0)  # both parked
+    said = time.monotonic()
+    r = harness.request(host1.port, "POST", "/chat/lobby/say",
+                        json.dumps({"name": "dir", "text": "across hosts"}).encode(), headers)
+    fail.equal(r.status, 200, "a say on host 1")
+    for t in pollers:
+        t.join()
+    for host, bound in ((host1, 1.0), (host2, 5.0 + 1.0)):
+        when, status, doc = answers.get(host.name, (None, None, {}))
+        texts = [m.get("text") for m in doc.get("messages", [])]
+        late = (when - said) if when else None
+        print("  chat: the poll parked on %s answered %s after the say: %s"
+              % (host.name, "%.2f s" % late if late is not None else "never", texts))
+        fail.check(status == 200 and "across hosts" in texts,
+                   "the poll on %s gets the message" % host.name)
+        fail.check(late is not None and late <= bound,
+                   "within %.0f s on %s" % (bound, host.name))
 
 
 def check_locks_view(fail, env, cluster, root):

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -148,6 +149,11 @@ TEST_P(BackendTest, AWaitingWriterIsNotOvertakenByLaterReaders) {
     writer_got = true;
   });
   ASSERT_TRUE(eventually([&] { return queued(*b, "conf/w") == 1; }));
+  // dir: the writer posts its intent after its first try; wait for that, not for a guess.
+  if (dir()) {
+    ASSERT_TRUE(eventually(
+        [&] { return std::filesystem::exists(dir_.path() + "/shared/dirlocks/conf@w.w"); }));
+  }
   // On postgres the server's queue is one for all hosts. The local backend queues strictly
   // within a process and across processes in batches (docs/LOCKING.md): ask on the writer's.
   // dir: the writer's intent stops every host's new readers (a third host here: a reader
