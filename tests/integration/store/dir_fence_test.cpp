@@ -20,7 +20,6 @@
 namespace kagi::store {
 namespace {
 
-using test_support::spawn;
 using test_support::wait_exit;
 using namespace std::chrono_literals;
 
@@ -70,16 +69,12 @@ TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
     ASSERT_TRUE(setup.data->commit(g, "board.txt", "v0").ok());
     ASSERT_TRUE(setup.data->append(g, "board.log", "r0").ok());
   }
-  int ready[2], go[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(go), 0);
-  pid_t stale = spawn([&] {
+  test_support::PausingChild stale([&](const test_support::PausingChild::Pause& pause) {
     Site site = open_site("stale");
     auto ctx = site.locks->context({"stale", "POST", "/board", ""});
     auto g = ctx->exclusive("fence/board");
     const std::string read = site.data->read(g, "board.txt").value();  // lock, read...
-    char c = 'r';
-    if (read != "v0" || ::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) return 2;
+    if (read != "v0" || !pause()) return 2;
     // ...stopped here, then woken: the writes of a holder that lost its lock.
     Status commit = site.data->commit(g, "board.txt", read + " + stale write");
     Status append = site.data->append(g, "board.log", "stale record");
@@ -89,9 +84,8 @@ TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
     return commit.code() == lock::Errc::kFenceLost && append.code() == lock::Errc::kFenceLost ? 0
                                                                                               : 1;
   });
-  char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  ASSERT_EQ(::kill(stale, SIGSTOP), 0);
+  ASSERT_TRUE(stale.wait_paused());
+  ASSERT_EQ(::kill(stale.pid(), SIGSTOP), 0);
 
   // The takeover: the next writer waits until the stopped holder's record went a whole lease
   // without a renewal, removes it, and writes.
@@ -111,15 +105,14 @@ TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
     ASSERT_TRUE(next.data->append(g, "board.log", "r1").ok());
   }
 
-  ASSERT_EQ(::kill(stale, SIGCONT), 0);
-  ASSERT_EQ(::write(go[1], "g", 1), 1);
-  EXPECT_EQ(wait_exit(stale), 0) << "the woken writer's commit or append was not refused";
+  ASSERT_EQ(::kill(stale.pid(), SIGCONT), 0);
+  ASSERT_TRUE(stale.resume());
+  EXPECT_EQ(wait_exit(stale.pid()), 0) << "the woken writer's commit or append was not refused";
   Site check = open_site("check");
   auto ctx = check.locks->context({"check", "GET", "/board", ""});
   auto g = ctx->shared("fence/board");
   EXPECT_EQ(check.data->read(g, "board.txt").value(), "v0 + new write");
   EXPECT_EQ(check.data->read_log(g, "board.log").value(), (std::vector<std::string>{"r0", "r1"}));
-  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
 }
 
 }  // namespace
