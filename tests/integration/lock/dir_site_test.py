@@ -17,10 +17,17 @@ mount); by default the test's temp dir.
      stop path (exit 0): its lock directory is gone afterwards.
   4. SIGKILL leaves the lock directory; the next process on the host takes the lock at once
      (the holder's pid is dead), without waiting for the lease.
+  5. "Break stale lock" on /admin/locks: a process of another host SIGKILLed holding a lock
+     (lease 1 s): once the lease expired, the admin page of a process on another host shows
+     the record with a Break button; posting it needs the admin login (401) and the CSRF
+     token (403), then removes the record (303) and the name is free; a second post: 409; a
+     live holder's record has no button, and posting it anyway is refused (409).
 """
 
+import base64
 import glob
 import json
+import re
 import os
 import signal
 import subprocess
@@ -208,12 +215,93 @@ def check_signals(fail, env, root):
     proc2.wait(timeout=20)
 
 
+AUTH = {"Authorization": "Basic " + base64.b64encode(b"admin:s3cret").decode()}
+
+
+def post_break(port, fields, cookie, auth=True):
+    hdrs = {"Content-Type": "application/x-www-form-urlencoded"}
+    if cookie:
+        hdrs["Cookie"] = "kagi_csrf=" + cookie
+    if auth:
+        hdrs.update(AUTH)
+    return harness.request(port, "POST", "/admin/locks/break", harness.form_body(fields), hdrs)
+
+
+def check_break(fail, env, root):
+    locks = os.path.join(root, "brk-locks")
+    common = ["locks.backend=dir", "locks.dir=" + locks, "data.dir=" + env.path("brk-data")]
+    # The doomed holder: host "gone", a lease of 1 s, SIGKILLed while holding brk/x.
+    port = harness.free_port()
+    doomed = env.start([env.demo, "--http", "127.0.0.1:%d" % port] + env.demo_settings(
+        4, common + ["locks.dir_host_id=gone", "locks.dir_lease_ms=1000"]), "brk-gone.log")
+    harness.wait_for_port(port, doomed, "the doomed holder")
+
+    def doomed_hold():
+        try:
+            harness.request(port, "GET", "/_test/hold?name=brk/x&ms=60000", timeout=5)
+        except OSError:
+            pass
+    threading.Thread(target=doomed_hold, daemon=True).start()
+    harness.wait_until("brk/x held", lambda: glob.glob(
+        os.path.join(locks, "dirlocks", "brk@x.d", "x.*")), timeout=10)
+    doomed.kill()
+    doomed.wait(timeout=10)
+
+    htpasswd = env.path("admin.htpasswd")
+    subprocess.run(["htpasswd", "-cbB", htpasswd, "admin", "s3cret"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    admin_port = harness.free_port()
+    admin = env.start([env.demo, "--http", "127.0.0.1:%d" % admin_port] + env.demo_settings(
+        4, common + ["locks.dir_host_id=admin", "admin.htpasswd=" + htpasswd]), "brk-admin.log")
+    harness.wait_for_port(admin_port, admin, "the admin's process")
+    # A live holder on the admin's host: its record must not be breakable.
+    live = threading.Thread(target=lambda: harness.request(
+        admin_port, "GET", "/_test/hold?name=brk/live&ms=4000", timeout=30))
+    live.start()
+    harness.wait_until("brk/live held", lambda: glob.glob(
+        os.path.join(locks, "dirlocks", "brk@live.d", "x.*")), timeout=10)
+    time.sleep(1.2)  # the killed holder's lease of 1 s has expired
+
+    page = harness.request(admin_port, "GET", "/admin/locks", headers=AUTH)
+    token = page.cookies().get("kagi_csrf")
+    forms = [dict(re.findall(r'name="(\w+)" value="([^"]*)"', f)) for f in re.findall(
+        r'<form method="post" action="/admin/locks/break".*?</form>', page.text())]
+    print("  admin page: %d Break button(s): %s" % (len(forms), [f.get("record") for f in forms]))
+    fail.check(page.status == 200 and len(forms) == 1 and
+               forms[0].get("record", "").startswith("brk@x.d/x.") and
+               forms[0].get("_csrf") == token and bool(token),
+               "the page has one Break button, for the expired record, with the CSRF token")
+    if len(forms) == 1:
+        form = forms[0]
+        fail.equal(post_break(admin_port, form, token, auth=False).status, 401,
+                   "break without the admin login")
+        no_csrf = {k: v for k, v in form.items() if k != "_csrf"}
+        fail.equal(post_break(admin_port, no_csrf, token).status, 403, "break without the CSRF field")
+        fail.check(bool(glob.glob(os.path.join(locks, "dirlocks", "brk@x.d", "x.*"))),
+                   "the refused posts left the record")
+        r = post_break(admin_port, form, token)
+        fail.check(r.status == 303 and r.header("Location") == "/admin/locks",
+                   "break with both → 303 to /admin/locks (got %d)" % r.status)
+        fail.check(not glob.glob(os.path.join(locks, "dirlocks", "brk@x.d", "x.*")),
+                   "the stale record is gone")
+        fail.equal(post_break(admin_port, form, token).status, 409, "breaking it again")
+        got = harness.request(admin_port, "GET", "/_test/hold?name=brk/x&ms=10", timeout=10)
+        fail.equal(got.status, 200, "the name is free")
+    live_record = [os.path.relpath(p, os.path.join(locks, "dirlocks")) for p in glob.glob(
+        os.path.join(locks, "dirlocks", "brk@live.d", "x.*"))]
+    if live_record and token:
+        fail.equal(post_break(admin_port, {"record": live_record[0], "_csrf": token}, token).status,
+                   409, "breaking a live holder's record")
+    live.join()
+
+
 def test(env, fail):
     root = os.path.abspath(env.args.root) if env.args.root else env.path("shared")
     os.makedirs(root, exist_ok=True)
     print("  shared folder: %s" % root)
     check_posts(fail, env, root)
     check_signals(fail, env, root)
+    check_break(fail, env, root)
 
 
 def parse_extra(argv):
