@@ -349,8 +349,11 @@ void cluster_text(const LockStatus& s, std::string& out) {
     out += ": error: cannot read the lock server: " + c.error + "\n";
     return;
   }
-  out += " — " + std::to_string(c.hosts) + " host(s), " + std::to_string(c.connections) +
-         " connection(s)\n";
+  // dir: the hosts holding something, from the owner records; there are no connections.
+  out += " — " + std::to_string(c.hosts) + " host(s)" +
+         (c.backend == "dir" ? std::string()
+                             : ", " + std::to_string(c.connections) + " connection(s)") +
+         "\n";
   host_stats_text(c, out);
   if (c.locks.empty()) {
     out += "no locks held or waited for on any host\n";

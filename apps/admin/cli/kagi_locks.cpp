@@ -1,7 +1,9 @@
 // kagi-locks: who holds which lock right now, on this host, in a terminal (for ssh sessions).
 // Reads the status registry and the stats files under locks.dir directly; no kagi server
 // needed. With locks.backend = "postgres" it also reads every host's locks from the lock
-// server (locks.postgres.dsn), as the admin page does.
+// server (locks.postgres.dsn), and with "dir" every host's holders from the owner records in
+// the shared locks.dir (this host's registry is then locks.dir/hosts/<locks.dir_host_id>), as
+// the admin page does.
 //
 //   kagi-locks [--conf FILE] [--set locks.dir=DIR]... [--json]
 //
@@ -19,8 +21,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: kagi-locks [--conf FILE] [--set section.key=value]... [--json]\n"
     "Prints the locks held and waited for by every kagi process on this host (from\n"
-    "locks.dir) and, with locks.backend = \"postgres\", by every host (from the lock\n"
-    "server); --json prints the /admin/locks.json document instead.\n";
+    "locks.dir) and, with locks.backend = \"postgres\" or \"dir\", by every host (from\n"
+    "the lock server, or the owner records in the shared locks.dir); --json prints the\n"
+    "/admin/locks.json document instead.\n";
 
 }  // namespace
 
