@@ -359,7 +359,6 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
       if (why) *why = failed("symlink", stage + "/" + e.file, err);
       return errno_code(err);
     }
-    if (step_hook) step_hook("staged");
     if (::rename(stage.c_str(), dir.c_str()) != 0) {
       const int err = errno;
       struct stat st {};
@@ -375,7 +374,6 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
         return errno_code(err);
       }
     }
-    if (step_hook) step_hook("published");
     out = Hold{std::string(name), dir, e};
     if (mode == Mode::kExclusive) {
       uint64_t token = 0;
@@ -385,7 +383,6 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
         return ec;
       }
       out.entry.token = token;  // written into the record's name at its first renewal
-      if (step_hook) step_hook("counted");
     }
     return {};
   }

@@ -165,10 +165,6 @@ class DirLocks {
   // True if a writer waits for `name` (expired intents are removed on the way).
   bool writer_waiting(std::string_view name);
 
-  // Test hook: called between the steps of try_lock ("staged", "published", "counted") so a
-  // test can stop a holder at an exact point. Null in production.
-  void (*step_hook)(const char* step) = nullptr;
-
  private:
   std::string stage_path();
   std::error_code token_for(std::string_view name, uint64_t& token);
