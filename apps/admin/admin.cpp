@@ -4,6 +4,7 @@
 #include <memory>
 
 #include <kagi/app/http_error.hpp>
+#include <kagi/lock/cluster_status.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/lock/registry.hpp>
 #include <kagi/offline/lock_manager.hpp>
@@ -12,6 +13,7 @@
 #include <kagi/stats/cluster_stats.hpp>
 #include <kagi/stats/host_stats.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/util/log.hpp>
 #include <kagi/util/process.hpp>
 #include <kagi/view/views.hpp>
 #include "admin/access.hpp"
@@ -27,7 +29,7 @@ using admin::Access;
 struct AdminState {
   AdminState(App& app)
       : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
-        locks_dir(app.locks().options().dir),
+        locks_dir(lock::host_state_dir(app.locks().options())),
         locks(app.locks().options()),
         publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}),
         cluster_publisher(cluster_publisher_for(locks)),
@@ -63,8 +65,8 @@ struct AdminState {
                                  ? pg::default_application_name()
                                  : locks.postgres.application_name;
     if (!pg::parse_application_name(name, host, pid)) host = util::host_name();
-    return std::make_unique<stats::ClusterStatsPublisher>(locks.dir, host, locks.postgres,
-                                                          stats::ClusterStatsPublisher::Options{});
+    return std::make_unique<stats::ClusterStatsPublisher>(
+        lock::host_state_dir(locks), host, locks.postgres, stats::ClusterStatsPublisher::Options{});
   }
 };
 
@@ -141,6 +143,32 @@ Response release_offline(const AdminState& state, const Request& req) {
   return Response::redirect("/admin/locks");
 }
 
+// POST /admin/locks/break (record: a dir backend owner record, as /admin/locks shows it). The
+// pipeline has checked the CSRF token (403 without it); the admin login is checked here. Only a
+// record still there under the very name the page showed, with its lease expired, is removed
+// (a renewed one has another name: 409), so the button can never break a live lock.
+Response break_lock(const AdminState& state, const Request& req) {
+  const std::string record(req.field("record"));
+  const std::error_code ec = lock::break_stale_lock(state.locks, record);
+  if (ec == lock::Errc::kReleased) {
+    throw HttpError(409,
+                    "that lock was released or renewed since the page was drawn; reload "
+                    "/admin/locks and look again");
+  }
+  if (ec == std::errc::resource_unavailable_try_again) {
+    throw HttpError(409, "that lock's lease has not expired: its holder is renewing it");
+  }
+  if (ec == std::errc::invalid_argument) {
+    throw HttpError(400,
+                    "the break form needs the 'record' of a dir lock; use the Break button of "
+                    "/admin/locks (locks.backend = \"dir\")");
+  }
+  if (ec) throw std::system_error(ec, "admin: break " + record);
+  util::log_warn("admin: broke the stale dir lock record " + record + " from " +
+                 req.client_address);
+  return Response::redirect("/admin/locks");
+}
+
 // Admin data changes every second and may name clients: never cached anywhere.
 Response no_store(Response r) {
   r.headers.set("Cache-Control", "no-store");
@@ -172,6 +200,10 @@ void mount_admin(App& app) {
   r.post("/admin/offline/release", [state](Request& req, Context&) {
     require_access(*state, req);
     return no_store(release_offline(*state, req));
+  });
+  r.post("/admin/locks/break", [state](Request& req, Context&) {
+    require_access(*state, req);
+    return no_store(break_lock(*state, req));
   });
   r.get("/metrics", [state](Request& req, Context&) {
     require_access(*state, req);

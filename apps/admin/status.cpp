@@ -108,6 +108,33 @@ std::optional<int64_t> cluster_for_ms(const lock::RegistryEntry& e,
   return ms_between(e.since, now);
 }
 
+// The lease of a dir backend's record: when it was last renewed (age), how long it has left
+// (negative: expired by the clock of the host that reads it) and its fencing token.
+int64_t lease_left_ms(const lock::RegistryEntry& e, std::chrono::system_clock::time_point now) {
+  return std::chrono::duration_cast<milliseconds>(e.lease_expiry - now).count();
+}
+
+int64_t lease_age_ms(const lock::RegistryEntry& e, std::chrono::system_clock::time_point now) {
+  return ms_between(e.lease_expiry - e.lease, now);
+}
+
+void write_lease(util::JsonWriter& w, const lock::RegistryEntry& e,
+                 std::chrono::system_clock::time_point now) {
+  const int64_t left = lease_left_ms(e, now);
+  w.key("record")
+      .value(e.record)
+      .key("lease_expires")
+      .value(iso_time(unix_ms(e.lease_expiry)))
+      .key("lease_left_ms")
+      .value(left)
+      .key("lease_age_ms")
+      .value(lease_age_ms(e, now))
+      .key("expired")
+      .value(left < 0)
+      .key("token")
+      .value(e.token);
+}
+
 // An entry read from the lock server: no thread, slot, seq or client address there.
 void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
                          std::chrono::system_clock::time_point now) {
@@ -120,6 +147,7 @@ void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
     w.key("since").null().key("for_ms").null();
   }
   if (!e.waiting) w.key("long").value(for_ms.value_or(0) >= kLongHold.count());
+  if (!e.record.empty()) write_lease(w, e, now);
   w.end_object();
 }
 
@@ -306,6 +334,12 @@ void host_stats_text(const ClusterLocks& c, std::string& out) {
   }
 }
 
+// "4.2 s left" or "expired 3.0 s ago".
+std::string lease_text(int64_t left_ms) {
+  return left_ms >= 0 ? format_duration(milliseconds(left_ms)) + " left"
+                      : "expired " + format_duration(milliseconds(-left_ms)) + " ago";
+}
+
 // The cluster's section of the terminal table; nothing for a one-host backend.
 void cluster_text(const LockStatus& s, std::string& out) {
   if (!s.cluster) return;
@@ -315,8 +349,11 @@ void cluster_text(const LockStatus& s, std::string& out) {
     out += ": error: cannot read the lock server: " + c.error + "\n";
     return;
   }
-  out += " — " + std::to_string(c.hosts) + " host(s), " + std::to_string(c.connections) +
-         " connection(s)\n";
+  // dir: the hosts holding something, from the owner records; there are no connections.
+  out += " — " + std::to_string(c.hosts) + " host(s)" +
+         (c.backend == "dir" ? std::string()
+                             : ", " + std::to_string(c.connections) + " connection(s)") +
+         "\n";
   host_stats_text(c, out);
   if (c.locks.empty()) {
     out += "no locks held or waited for on any host\n";
@@ -330,6 +367,9 @@ void cluster_text(const LockStatus& s, std::string& out) {
            pad(for_ms ? format_duration(milliseconds(*for_ms)) : "?", 10) +
            pad(e.host + "/" + std::to_string(e.pid), 24) +
            (e.method.empty() ? e.request_id : e.method + " " + e.path + " (" + e.request_id + ")") +
+           (e.record.empty() ? std::string()
+                             : "  lease " + lease_text(lease_left_ms(e, s.now)) + ", token " +
+                                   std::to_string(e.token)) +
            "\n";
   };
   for (const LockRow& row : c.locks) {
@@ -345,6 +385,7 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
   const ClusterLocks& c = *s.cluster;
   view::Dict section = dict.add_section("CLUSTER");
   section.set("BACKEND", backend_title(c.backend));
+  const bool dir = c.backend == "dir";
   if (!c.error.empty()) {
     section.add_section("CLUSTER_ERROR").set("ERROR", c.error);
     return;
@@ -352,6 +393,8 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
   view::Dict d = section.add_section("CLUSTER_READ");
   d.set("HOSTS", static_cast<int64_t>(c.hosts));
   d.set("CONNECTIONS", static_cast<int64_t>(c.connections));
+  d.show_section(dir ? "DIR_RECORDS" : "LOCK_SERVER");
+  if (dir) d.show_section("DIR_HEAD");
   if (!c.host_stats_error.empty())
     d.add_section("HOST_STATS_ERROR").set("ERROR", c.host_stats_error);
   for (const stats::HostStatsRow& row : c.host_stats) {
@@ -372,7 +415,9 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
     h.set("WAIT_P99", static_cast<int64_t>(total.wait.quantile_bound_us(0.99)));
     h.set("AGE", format_duration(milliseconds(row.age_ms)));
   }
-  if (c.host_stats.empty() && c.host_stats_error.empty()) d.show_section("NO_CLUSTER_HOSTS");
+  if (!dir) d.show_section("HOST_TABLE");
+  if (!dir && c.host_stats.empty() && c.host_stats_error.empty())
+    d.show_section("NO_CLUSTER_HOSTS");
   size_t held = 0, waiting = 0;
   auto add_row = [&](const std::string& name, const lock::RegistryEntry& e) {
     const std::optional<int64_t> known = cluster_for_ms(e, s.now);
@@ -389,6 +434,17 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
     r.set("ROUTE", e.method.empty() ? std::string("—") : e.method + " " + e.path);
     r.set("REQUEST_ID", e.request_id);
     r.set("ROW_CLASS", !e.waiting && for_ms >= kLongHold.count() ? "long" : "");
+    if (!e.record.empty()) {
+      const int64_t left = lease_left_ms(e, s.now);
+      view::Dict cells = r.add_section("DIR_CELLS");
+      cells.set("LEASE_LEFT_MS", left);
+      cells.set("LEASE", lease_text(left) + " (renewed " +
+                             format_duration(milliseconds(lease_age_ms(e, s.now))) + " ago)");
+      cells.set("TOKEN", std::to_string(e.token));
+      // Only an expired lease can be broken (admin.cpp checks again, on the record's name).
+      if (left < 0) cells.add_section("BREAK").set("RECORD", e.record);
+      if (left < 0) r.set("ROW_CLASS", "bad");
+    }
   };
   for (const LockRow& row : c.locks) {
     for (const auto& e : row.holders) add_row(row.name, e);
@@ -548,7 +604,7 @@ LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions&
     c.connections = cluster.connections;
     c.error = std::move(cluster.error);
     c.locks = group_entries(std::move(cluster.entries));
-    if (c.error.empty()) {
+    if (c.error.empty() && c.backend == "postgres") {
       c.host_stats =
           stats::read_cluster_stats(locks.postgres, cluster_timeout, &c.host_stats_error);
     }

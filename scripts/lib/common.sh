@@ -17,7 +17,9 @@ KAGI_DEMO_CLUSTER_PACKAGES=(postgresql nginx curl procps util-linux)
 # with which CPack computes the .deb packages' dependencies (tests/integration/install).
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk libfcgi-dev
-  dpkg-dev doxygen postgresql)
+  dpkg-dev doxygen postgresql nfs-kernel-server)
+# (nfs-kernel-server: integration_lock_dir_nfs exports and mounts a folder over loopback where
+# the kernel has the NFS server and client; elsewhere it skips, saying why.)
 # What scripts/bench needs on top.
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev
   postgresql)

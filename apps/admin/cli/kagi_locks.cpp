@@ -1,8 +1,10 @@
 // kagi-locks: who holds which lock right now, on this host, in a terminal (for ssh sessions).
 // Reads the status registry and the stats files under locks.dir directly; no kagi server
 // needed. With locks.backend = "postgres" it also reads every host's locks from the lock
-// server (locks.postgres.dsn), as the admin page does, and the offline locks sessions hold
-// from where the site keeps them (data.dir's offline.sqlite3, or the data's database).
+// server (locks.postgres.dsn), and with "dir" every host's holders from the owner records in
+// the shared locks.dir (this host's registry is then locks.dir/hosts/<locks.dir_host_id>), as
+// the admin page does; and the offline locks sessions hold, from where the site keeps them
+// (data.dir's offline.sqlite3, or the data's database).
 //
 //   kagi-locks [--conf FILE] [--set locks.dir=DIR]... [--json]
 //
@@ -22,8 +24,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: kagi-locks [--conf FILE] [--set section.key=value]... [--json]\n"
     "Prints the locks held and waited for by every kagi process on this host (from\n"
-    "locks.dir) and, with locks.backend = \"postgres\", by every host (from the lock\n"
-    "server); --json prints the /admin/locks.json document instead.\n";
+    "locks.dir) and, with locks.backend = \"postgres\" or \"dir\", by every host (from\n"
+    "the lock server, or the owner records in the shared locks.dir); --json prints the\n"
+    "/admin/locks.json document instead.\n";
 
 // The offline locks, if the site keeps any: a SQLite file that is not there yet is not made
 // here (this tool only looks).
@@ -61,8 +64,8 @@ int main(int argc, char** argv) {
   // The site's conf file names its apps' sections too; only the framework's are read here.
   const kagi::Config conf =
       args.load_conf(kagi::config::Schema::framework(), kagi::Config::OtherSections::kSkip);
-  auto status =
-      kagi::apps::admin::collect_status(conf.get_string("locks.dir"), kagi::lock_options(conf));
+  const kagi::lock::LockOptions locks = kagi::lock_options(conf);
+  auto status = kagi::apps::admin::collect_status(kagi::lock::host_state_dir(locks), locks);
   status.offline = offline_locks(conf);
   std::cout << (json ? kagi::apps::admin::to_json(status) + "\n"
                      : kagi::apps::admin::to_text(status));

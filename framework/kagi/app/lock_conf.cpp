@@ -20,6 +20,10 @@ lock::LockOptions lock_options(const Config& conf) {
   options.postgres.tcp_user_timeout_ms =
       static_cast<int>(conf.get_int("locks.postgres.tcp_user_timeout_ms"));
   options.postgres_pool = static_cast<size_t>(conf.get_int("locks.postgres.pool"));
+  options.dir_lease = std::chrono::milliseconds(conf.get_int("locks.dir_lease_ms"));
+  options.dir_host_id = conf.get_string("locks.dir_host_id");
+  options.dir_max_clock_skew =
+      std::chrono::milliseconds(conf.get_int("locks.dir_max_clock_skew_ms"));
   return options;
 }
 

@@ -39,10 +39,12 @@ constexpr std::array kKeys{
             "FastCGI: a request body must arrive within this of the end of its params; "
             "slower → 408"},
     // locks
-    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres",
-            "lock backend: local (one host) or postgres (many hosts, advisory locks)"},
+    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres|dir",
+            "lock backend: local (one host), postgres (many hosts, advisory locks) or dir "
+            "(hosts sharing locks.dir: lock directories with leases, no database)"},
     KeySpec{"locks.dir", kString, "var/locks", 0, 0, "",
-            "lock files and the status registry (local backend)"},
+            "lock files (local), lock directories (dir: may be a folder the hosts share) and "
+            "the status registry"},
     KeySpec{"locks.timeout_ms", kInt, "3000", 0, 3600000, "",
             "default bound on every lock wait; reached → 503"},
     KeySpec{"locks.retry_after_s", kInt, "2", 0, 3600, "", "Retry-After sent with a 503 busy page"},
@@ -68,6 +70,15 @@ constexpr std::array kKeys{
     KeySpec{"locks.postgres.tcp_user_timeout_ms", kInt, "20000", 0, 3600000, "",
             "postgres backend: unacknowledged data older than this ends the connection, both "
             "ends (0: the kernel's default)"},
+    KeySpec{"locks.dir_lease_ms", kInt, "10000", 100, 3600000, "",
+            "dir backend: a holder's lease, renewed every third of it; a record not renewed "
+            "for this long is stale and taken over (a holder's later commit is refused)"},
+    KeySpec{"locks.dir_host_id", kString, "", 0, 0, "",
+            "dir backend: this host's name in owner records and under locks.dir/hosts/; "
+            "empty = the host name; must differ between hosts sharing locks.dir"},
+    KeySpec{"locks.dir_max_clock_skew_ms", kInt, "30000", 0, 86400000, "",
+            "dir backend: a lease that expired longer ago than this by a waiter's clock is "
+            "stale at once (the lease rule alone needs no clock agreement)"},
     // data
     KeySpec{"data.backend", kString, "files", 0, 0, "files|postgres",
             "where the data lives: files under data.dir (one host) or PostgreSQL (many hosts)"},

@@ -1,7 +1,10 @@
 #include <kagi/lock/cluster_status.hpp>
 
+#include <sys/stat.h>
+
 #include <set>
 
+#include <kagi/lock/detail/dir_lock.hpp>
 #include <kagi/pg/connection.hpp>
 
 namespace kagi::lock {
@@ -67,11 +70,62 @@ bool parse_comment(std::string_view query, RegistryEntry& e) {
   return true;
 }
 
+// The dir backend's holders, from the owner records every host writes under locks.dir.
+void read_dir_status(const LockOptions& options, ClusterStatus& status) {
+  using std::chrono::milliseconds;
+  using std::chrono::system_clock;
+  std::set<std::string> hosts;
+  for (dirlock::Listed& l : dirlock::list_all(options.dir + "/dirlocks")) {
+    RegistryEntry e;
+    e.mode = l.entry.mode;
+    e.record = l.dir + "/" + l.entry.file;
+    e.lease_expiry = system_clock::time_point(milliseconds(l.entry.expiry_ms));
+    e.token = l.entry.token;
+    if (l.owner_read) {
+      e.host = l.owner.host;
+      e.name = l.owner.name;
+      e.pid = l.owner.pid;
+      e.request_id = l.owner.request;
+      const size_t sp = l.owner.route.find(' ');
+      e.method = l.owner.route.substr(0, sp);
+      e.path = sp == std::string::npos ? "" : l.owner.route.substr(sp + 1);
+      e.since = system_clock::time_point(milliseconds(l.owner.at_ms));
+      e.lease = milliseconds(l.owner.lease_ms);
+      hosts.insert(l.owner.host);
+    } else {
+      e.name = "#" + l.dir;  // released while we read it, or unreadable
+    }
+    // The token of a grant not renewed yet is the size of the name's counter file.
+    if (e.token == 0 && e.mode == Mode::kExclusive) {
+      struct stat st {};
+      std::string counter = options.dir + "/dirlocks/" + l.dir;
+      counter.back() = 'n';
+      if (::stat(counter.c_str(), &st) == 0) e.token = static_cast<uint64_t>(st.st_size);
+    }
+    status.entries.push_back(std::move(e));
+  }
+  status.hosts = hosts.size();
+}
+
 }  // namespace
+
+std::error_code break_stale_lock(const LockOptions& options, std::string_view record) {
+  const size_t slash = record.find('/');
+  if (options.backend != "dir" || slash == std::string_view::npos) {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  return dirlock::break_record(options.dir + "/dirlocks", record.substr(0, slash),
+                               record.substr(slash + 1));
+}
 
 ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout) {
   ClusterStatus status;
   status.backend = options.backend;
+  if (options.backend == "dir") {
+    status.spans_hosts = true;
+    read_dir_status(options, status);
+    return status;
+  }
   if (options.backend != "postgres") return status;
   status.spans_hosts = true;
   const auto deadline = pg::Clock::now() + timeout;

@@ -35,7 +35,17 @@ struct ClusterStatus {
   std::string error;       // non-empty if the server could not be read: why
 };
 
-// Reads the cluster's locks with a connection of its own, within `timeout`.
+// Reads the cluster's locks with a connection of its own, within `timeout`. With `dir`, from
+// the owner records under locks.dir (every host's holders; waiters are not recorded there,
+// each host's registry shows its own): `hosts` counts the hosts holding something, and each
+// entry carries its record, lease and token.
 ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout);
+
+// dir backend, the admin's "break stale lock": removes the owner record `record` (as an entry
+// of read_cluster_status names it) if it is still there under that very name and its lease
+// expired by this host's clock. Errc::kReleased if it was released or renewed meanwhile;
+// std::errc::resource_unavailable_try_again if its lease has not expired;
+// std::errc::invalid_argument for a name that is no record (or another backend).
+std::error_code break_stale_lock(const LockOptions& options, std::string_view record);
 
 }  // namespace kagi::lock

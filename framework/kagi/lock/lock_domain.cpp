@@ -3,6 +3,9 @@
 #include <libpq-fe.h>
 
 #include <filesystem>
+#include <system_error>
+
+#include <kagi/lock/detail/dir_lock.hpp>
 
 #include <kagi/pg/options.hpp>
 #include <kagi/util/process.hpp>
@@ -43,6 +46,16 @@ std::string database_of(const std::string& dsn) {
 
 std::string lock_domain(const LockOptions& options) {
   if (options.backend == "postgres") return "postgres " + database_of(options.postgres.dsn);
+  if (options.backend == "dir") {
+    // Hosts mount the shared folder under paths of their own: the folder names itself.
+    std::error_code ec;
+    const std::string id = dirlock::domain_id(options.dir + "/dirlocks", ec);
+    if (ec) {
+      throw std::system_error(
+          ec, "cannot read or make the lock domain id in '" + options.dir + "/dirlocks/.domain'");
+    }
+    return "dir id=" + id;
+  }
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::weakly_canonical(options.dir, ec);
   if (ec) dir = std::filesystem::absolute(options.dir, ec);

@@ -13,7 +13,9 @@
 
 namespace kagi::lock {
 
-// "local host=<hostname> dir=<canonical locks.dir>" or
+// "local host=<hostname> dir=<canonical locks.dir>", "dir id=<id stored in the shared
+// locks.dir>" (every host mounting the folder is one domain; throws std::system_error if the
+// id cannot be read or made) or
 // "postgres host=<host> port=<port> dbname=<dbname>" (from the DSN, with the libpq defaults
 // for what it leaves out; no user or password: roles of one database share its locks).
 std::string lock_domain(const LockOptions& options);

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include <kagi/lock/detail/backend.hpp>
 #include <kagi/util/process.hpp>
 
 namespace kagi::lock {
@@ -28,6 +29,13 @@ std::unique_ptr<LockService> LockService::create(const LockOptions& options) {
   if (ec) {
     throw std::system_error(ec, "cannot create locks.dir '" + options.dir +
                                     "' (check that its parent exists and is writable)");
+  }
+  // With `dir`, this host's registry and stats get a folder of their own inside (made 0700
+  // like locks.dir; the host id is checked first, since it names the folder).
+  if (options.backend == "dir") check_dir_options(options);
+  if (const std::string state = host_state_dir(options); state != options.dir) {
+    std::filesystem::create_directories(state, ec);
+    if (ec) throw std::system_error(ec, "cannot create '" + state + "' in locks.dir");
   }
   return std::unique_ptr<LockService>(new LockService(options));
 }
@@ -66,7 +74,7 @@ void LockService::run_watchdog() {
 }
 
 std::error_code LockService::request_revoke(const RegistryEntry& entry) const {
-  return Registry::request_revoke(core_.options.dir, entry.pid, entry.slot, entry.seq);
+  return Registry::request_revoke(host_state_dir(core_.options), entry.pid, entry.slot, entry.seq);
 }
 
 std::unique_ptr<LockContext> LockService::context(HolderInfo who) {
@@ -78,6 +86,8 @@ std::unique_ptr<LockContext> LockService::context(HolderInfo who) {
   return std::make_unique<LockContext>(core_, std::move(who), std::move(session));
 }
 
-RegistrySnapshot LockService::snapshot() const { return Registry::read(core_.options.dir); }
+RegistrySnapshot LockService::snapshot() const {
+  return Registry::read(host_state_dir(core_.options));
+}
 
 }  // namespace kagi::lock

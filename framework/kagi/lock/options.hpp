@@ -10,9 +10,10 @@
 namespace kagi::lock {
 
 struct LockOptions {
-  std::string backend = "local";  // locks.backend: "local" | "postgres"
+  std::string backend = "local";  // locks.backend: "local" | "postgres" | "dir"
   // locks.dir (created if missing): the local backend's lock files, and with every backend
-  // this host's status registry and stats files.
+  // this host's status registry and stats files (with `dir`, under hosts/<host id>/: the
+  // folder may be shared by several hosts, see host_state_dir()).
   std::string dir = "var/locks";
   std::chrono::milliseconds timeout{3000};  // locks.timeout_ms: default bound on every wait
   bool order_check_fail = false;            // locks.order_check: "report" (false) | "fail"
@@ -29,6 +30,14 @@ struct LockOptions {
   // before it gives the connection up (the server ends the wait itself at the deadline).
   std::chrono::milliseconds postgres_grace{250};
 
+  // The dir backend (locks.dir_*): lock directories under <dir>/dirlocks, shared by every host
+  // that mounts the folder. A holder renews its lease every third of it; a record not renewed
+  // for a whole lease (as a waiter sees it), or whose expiry is more than max_clock_skew past by
+  // the waiter's clock, or whose holder on this very host is dead, is stale.
+  std::chrono::milliseconds dir_lease{10000};           // locks.dir_lease_ms
+  std::string dir_host_id;                              // locks.dir_host_id ("": the host name)
+  std::chrono::milliseconds dir_max_clock_skew{30000};  // locks.dir_max_clock_skew_ms
+
   // Tuning (no conf keys yet; the defaults are what the benchmarks were run with).
   size_t max_idle_fds = 1024;    // lock file descriptors kept open for names not in use
   size_t registry_slots = 1024;  // locks this process can publish at once (held + waiting)
@@ -39,5 +48,12 @@ struct LockOptions {
   // admin page (lock/lock_service.hpp). A revocation lands up to this late.
   std::chrono::milliseconds watchdog_interval{100};
 };
+
+// Where this host's status registry and stats files live: locks.dir, or with `dir` (a folder
+// several hosts may share) locks.dir/hosts/<host id>, so that no host reads or cleans up
+// another host's files.
+std::string host_state_dir(const LockOptions& options);
+// The dir backend's name for this host: locks.dir_host_id, else the host name.
+std::string dir_host_id(const LockOptions& options);
 
 }  // namespace kagi::lock

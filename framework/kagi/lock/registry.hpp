@@ -49,6 +49,13 @@ struct RegistryEntry {
   // Where the record was read: what request_revoke() needs to name exactly this record.
   int slot = -1;
   uint64_t seq = 0;
+  // dir backend (entries read from the owner records under locks.dir): the record as
+  // "<lock dir>/<entry>" (what break_stale_lock() takes), its lease's expiry and lease
+  // length, and its fencing token (0: shared, or not known). Empty / zero otherwise.
+  std::string record;
+  std::chrono::system_clock::time_point lease_expiry;
+  std::chrono::milliseconds lease{0};
+  uint64_t token = 0;
 };
 
 struct RegistrySnapshot {

@@ -132,8 +132,11 @@ int serve(int argc, char** argv, const std::vector<AppModule>& modules,
   }
 
   // SIGPIPE: a client that went away is an error value on write, not a process kill.
-  // SIGTERM / SIGINT: blocked in every thread (the servers' threads inherit the mask) and
-  // taken by a watcher thread that stops the servers gracefully.
+  // SIGTERM / SIGINT / SIGHUP / SIGQUIT (what a terminal, a web host's control panel or a
+  // supervisor sends to end a process; the CGI scripts of old trapped the same four): blocked
+  // in every thread (the servers' threads inherit the mask) and taken by a watcher thread that
+  // stops the servers gracefully, so the requests in flight finish and every lock is released
+  // on the way out (a dir lock otherwise stays until its lease runs out).
   signal(SIGPIPE, SIG_IGN);
   // Request-sized blocks stay in the heap between requests (util/memory.hpp).
   util::tune_malloc_for_requests();
@@ -142,6 +145,8 @@ int serve(int argc, char** argv, const std::vector<AppModule>& modules,
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  sigaddset(&stop_signals, SIGQUIT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {

@@ -195,7 +195,10 @@ HostStats read_host_stats(const std::string& locks_dir) {
 
 StatsPublisher::StatsPublisher(lock::LockService& locks, const RequestStats& requests,
                                Options options)
-    : locks_(locks), requests_(requests), options_(options), dir_(locks.options().dir + "/stats") {
+    : locks_(locks),
+      requests_(requests),
+      options_(options),
+      dir_(lock::host_state_dir(locks.options()) + "/stats") {
   // Owner only, like the registry: the events name clients and routes.
   if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     throw std::system_error(errno, std::generic_category(), "stats: cannot create " + dir_);

@@ -25,7 +25,6 @@
 namespace kagi::store {
 namespace {
 
-using test_support::spawn;
 using test_support::wait_exit;
 
 using namespace std::chrono_literals;
@@ -75,16 +74,12 @@ TEST_P(PgFenceTest, AStoppedWritersCommitIsRefusedAndOnlyTheNewHoldersWriteStays
     auto g = ctx->exclusive("fence/board");
     ASSERT_TRUE(setup.data->commit(g, "fence/board.txt", "v0").ok());
   }
-  int ready[2], go[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(go), 0);
-  pid_t stale = spawn([&] {
+  test_support::PausingChild stale([&](const test_support::PausingChild::Pause& pause) {
     Site site = open_site("stale");
     auto ctx = site.locks->context({"stale", "POST", "/board", ""});
     auto g = ctx->exclusive("fence/board");
     const std::string read = site.data->read(g, "fence/board.txt").value();  // lock, read...
-    char c = 'r';
-    if (read != "v0" || ::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) return 2;
+    if (read != "v0" || !pause()) return 2;
     // ...stopped here, then woken: the write of a holder that lost its lock.
     Status s = site.data->commit(g, "fence/board.txt", read + " + stale write");
     std::fprintf(stderr, "stale writer: %s\n", s.ok() ? "committed" : s.message().c_str());
@@ -92,9 +87,8 @@ TEST_P(PgFenceTest, AStoppedWritersCommitIsRefusedAndOnlyTheNewHoldersWriteStays
     const bool certain = s.message().find("may or may not") == std::string::npos;
     return s.code() == lock::Errc::kFenceLost && certain ? 0 : 1;
   });
-  char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  ASSERT_EQ(::kill(stale, SIGSTOP), 0);
+  ASSERT_TRUE(stale.wait_paused());
+  ASSERT_EQ(::kill(stale.pid(), SIGSTOP), 0);
 
   // The takeover: the stopped holder's session is ended (by hand here; for a vanished host
   // the keepalive bound does it), and the next writer gets the lock.
@@ -112,13 +106,12 @@ TEST_P(PgFenceTest, AStoppedWritersCommitIsRefusedAndOnlyTheNewHoldersWriteStays
     ASSERT_TRUE(next.data->commit(g, "fence/board.txt", read + " + new write").ok());
   }
 
-  ASSERT_EQ(::kill(stale, SIGCONT), 0);
-  ASSERT_EQ(::write(go[1], "g", 1), 1);
-  EXPECT_EQ(wait_exit(stale), 0) << "the woken writer's commit was not refused";
+  ASSERT_EQ(::kill(stale.pid(), SIGCONT), 0);
+  ASSERT_TRUE(stale.resume());
+  EXPECT_EQ(wait_exit(stale.pid()), 0) << "the woken writer's commit was not refused";
   EXPECT_EQ(sql("SELECT convert_from(bytes, 'UTF8') FROM kagi_files WHERE path = "
                 "'fence/board.txt'"),
             "v0 + new write");
-  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(DataConnections, PgFenceTest, ::testing::Values(true, false),

@@ -16,6 +16,27 @@ std::error_code Session::with_connection(void*, const ConnectionWork&) {
   return std::make_error_code(std::errc::operation_not_supported);  // no connection holds it
 }
 
+void check_dir_options(const LockOptions& options) {
+  if (options.dir_lease < std::chrono::milliseconds(100)) {
+    throw std::invalid_argument("locks.dir_lease_ms must be at least 100 (got " +
+                                std::to_string(options.dir_lease.count()) + ")");
+  }
+  if (options.dir_max_clock_skew.count() < 0) {
+    throw std::invalid_argument("locks.dir_max_clock_skew_ms must not be negative");
+  }
+  const std::string& id = options.dir_host_id;
+  bool ok = id.empty() || (id[0] != '.' && id.size() <= 64);
+  for (char c : id) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_' || c == '.');
+  }
+  if (!ok) {
+    throw std::invalid_argument("locks.dir_host_id = '" + id +
+                                "': use up to 64 letters, digits, '-', '_' and '.', not first "
+                                "(it names files)");
+  }
+}
+
 std::unique_ptr<Backend> make_backend(const LockOptions& options) {
   if (options.backend == "local") return make_local_backend(options);
   if (options.backend == "postgres") {
@@ -33,8 +54,12 @@ std::unique_ptr<Backend> make_backend(const LockOptions& options) {
     }
     return make_postgres_backend(options);
   }
+  if (options.backend == "dir") {
+    check_dir_options(options);
+    return make_dir_backend(options);
+  }
   throw std::invalid_argument("locks.backend = '" + options.backend +
-                              "' is not a lock backend; use \"local\" or \"postgres\"");
+                              "' is not a lock backend; use \"local\", \"postgres\" or \"dir\"");
 }
 
 }  // namespace kagi::lock

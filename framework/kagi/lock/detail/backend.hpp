@@ -1,5 +1,5 @@
-// lock/detail/backend.hpp — the interface every lock backend implements (local and postgres
-// now; dir and lockd later), and the factories.
+// lock/detail/backend.hpp — the interface every lock backend implements (local, postgres and
+// dir now; lockd later), and the factories.
 //
 // A Backend lives as long as its LockService. It opens one Session per LockContext: remote
 // backends put one connection behind a session, so one request's locks share one connection
@@ -95,6 +95,13 @@ std::unique_ptr<Backend> make_local_backend(const LockOptions& options);
 // (lock/detail/postgres_backend.cpp). Throws std::invalid_argument if the DSN does not parse;
 // connects to nothing until a request takes a lock.
 std::unique_ptr<Backend> make_postgres_backend(const LockOptions& options);
+
+// The `dir` backend: lock directories with owner records and leases under
+// `options.dir`/dirlocks, a folder several hosts may share (lock/detail/dir_backend.cpp).
+std::unique_ptr<Backend> make_dir_backend(const LockOptions& options);
+// Throws std::invalid_argument for dir options that cannot work (a lease under 100 ms, a host
+// id that cannot name a file).
+void check_dir_options(const LockOptions& options);
 
 // The backend `options.backend` names.
 std::unique_ptr<Backend> make_backend(const LockOptions& options);

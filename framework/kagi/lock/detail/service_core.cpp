@@ -10,10 +10,10 @@ namespace {
 std::unique_ptr<Registry> make_registry(const LockOptions& options) {
   if (!options.registry) return nullptr;
   std::error_code ec;
-  auto registry = Registry::create(options.dir, options.registry_slots, ec);
+  const std::string dir = host_state_dir(options);
+  auto registry = Registry::create(dir, options.registry_slots, ec);
   if (!registry) {
-    throw std::system_error(
-        ec, "cannot create the lock status registry in '" + options.dir + "/registry'");
+    throw std::system_error(ec, "cannot create the lock status registry in '" + dir + "/registry'");
   }
   return registry;
 }

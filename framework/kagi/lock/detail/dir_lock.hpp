@@ -1,0 +1,183 @@
+// lock/detail/dir_lock.hpp — the `dir` backend's locks on a (possibly shared) filesystem:
+// lock directories with owner records, leases, safe stale takeover and fencing tokens, made
+// only of operations every filesystem does atomically on its server (mkdir, rename, symlink,
+// unlink, rmdir). No threads and no waiting here: one call is one attempt; the backend
+// (dir_backend.cpp) queues threads, waits with back-off and renews leases.
+//
+// Layout under `root` (<locks.dir>/dirlocks), for a name whose file name is B:
+//
+//   B.d/                    the lock directory; exists while the name is held
+//     x.<nonce>.<expiry>.<token>   an exclusive holder's owner record (a symlink)
+//     s.<nonce>.<expiry>.0         one per process holding the name shared
+//   B.n                     the fencing counter: one byte appended per exclusive grant
+//   B.w/                    writer intent: one entry per process waiting to write
+//   .stage/                 each process's lock directories while they are being made
+//   .domain                 the lock domain's id (lock/lock_domain.hpp)
+//
+// The owner record is a symlink whose target is the text of the record (host, boot id, pid,
+// process start time, request id, route, acquired-at, lease): made with its content in one
+// call, read in one call, never followed. Its *name* carries what changes: a random nonce
+// (unique per grant), the lease expiry (wall ms) and the fencing token. Every change of
+// state is a rename or an unlink of an exact name, which exactly one caller can win: that is
+// what makes takeover safe (docs/LOCKING.md, "The dir backend", has the protocol and the
+// argument).
+//
+// Thread-safe (no mutable state but counters).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <kagi/lock/holder_info.hpp>
+#include <kagi/lock/mode.hpp>
+
+namespace kagi::lock::dirlock {
+
+// The wall clock in ms since the Unix epoch (what lease expiries are written in).
+int64_t wall_ms();
+
+// Who holds: what an owner record says, beside what its entry name says.
+struct Owner {
+  std::string name;  // the full lock name (a hashed file name is checked against it)
+  std::string host;  // locks.dir_host_id
+  std::string boot;  // /proc/sys/kernel/random/boot_id of the holder's host
+  int pid = 0;
+  uint64_t start = 0;   // the process's start time (clock ticks after boot, /proc/PID/stat)
+  std::string request;  // request id
+  std::string route;    // "METHOD /path"
+  int64_t at_ms = 0;    // acquired at (wall ms)
+  int64_t lease_ms = 0;
+};
+
+// One entry of a lock directory, as its name says.
+struct Entry {
+  std::string file;  // the entry's name in the lock directory
+  Mode mode = Mode::kExclusive;
+  uint64_t nonce = 0;
+  int64_t expiry_ms = 0;
+  uint64_t token = 0;  // 0: not written into the name yet (read the counter file)
+};
+
+// Parses "x.<16 hex>.<expiry>.<token>" / "s.…"; false for anything else.
+bool parse_entry(std::string_view file, Entry& out);
+std::string entry_file(const Entry& e);
+
+// The record's text and back (fields escaped, so a route with a newline cannot forge one).
+std::string format_owner(const Owner& o);
+bool parse_owner(std::string_view text, Owner& out);
+
+// A lock this process holds: enough to renew, verify and release it by exact name.
+struct Hold {
+  std::string name;
+  std::string dir;  // root/B.d
+  Entry entry;      // current name of our record in `dir`
+};
+
+struct Config {
+  std::string root;  // <locks.dir>/dirlocks
+  std::string host;  // this host's id
+  std::chrono::milliseconds lease{10000};
+  std::chrono::milliseconds max_skew{30000};
+};
+
+// The record behind an entry of the lock directory `dir` (false if it is gone or unreadable).
+bool read_owner_at(std::string_view dir, const Entry& e, Owner& out);
+
+// Every lock directory under `root` and its entries, each record read (the admin page).
+struct Listed {
+  std::string dir;  // "B.d"
+  Entry entry;
+  Owner owner;
+  bool owner_read = false;
+};
+std::vector<Listed> list_all(const std::string& root);
+
+// Removes the record `dir`/`file` under `root` (as list_all names it) if it is still there
+// under that very name and its lease expired by this host's clock, then its folder if empty.
+// Errc::kReleased if it is gone or was renewed meanwhile (its name changed); EAGAIN if its
+// lease has not expired; EINVAL for a name that is not a record. An admin's "break stale lock".
+std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file);
+
+// The lock domain's id, stored in root/.domain: made once, by whoever comes first (root is
+// created if missing). Every host that mounts the folder reads the same id.
+std::string domain_id(const std::string& root, std::error_code& ec);
+
+// This host's boot id, and a process's start time (0 if it is not running or a zombie).
+const std::string& boot_id();
+uint64_t process_start(int pid);
+
+class DirLocks {
+ public:
+  // Creates root and root/.stage if missing and removes this host's stage folders of dead
+  // processes. Throws std::system_error if root cannot be made.
+  explicit DirLocks(Config config);
+  DirLocks(const DirLocks&) = delete;
+  DirLocks& operator=(const DirLocks&) = delete;
+
+  const Config& config() const { return config_; }
+  std::string lock_dir(std::string_view name) const;
+  std::string counter_file(std::string_view name) const;
+  std::string intent_dir(std::string_view name) const;
+
+  // One attempt at `name` in `mode` for `who`. Empty error and `out` filled: held (exclusive:
+  // with its fencing token). Errc::kTimeout: somebody holds it (or, shared, a writer waits and
+  // `respect_intent`); the caller looks for stale holders (entries, is_stale, remove_stale)
+  // and tries again later. Another error: the filesystem failed (errno, with `why`).
+  std::error_code try_lock(std::string_view name, Mode mode, const HolderInfo& who,
+                           bool respect_intent, Hold& out, std::string* why);
+  // Moves the lease on: renames our record to a later expiry (and, once known, the token).
+  // Errc::kFenceLost if our record is gone (taken over), which is final.
+  std::error_code renew(Hold& hold);
+  // Removes our record and, if that leaves the lock directory empty, the directory. A record
+  // that is gone already (taken over) is left alone: someone else's lock is never touched.
+  void release(const Hold& hold);
+
+  // The entries of `name`'s lock directory (empty if it does not exist).
+  std::vector<Entry> entries(std::string_view name) const;
+  // The record behind an entry (false if it is gone or not ours to read).
+  bool read_owner(std::string_view dir, const Entry& e, Owner& out) const {
+    return read_owner_at(dir, e, out);
+  }
+
+  // Why `e` (of `name`'s lock dir) is stale now, or empty if it is not. `unchanged_for` is how
+  // long this process has seen the very same entry name (no renewal): a lease without a
+  // renewal is stale on any clock. Also stale: an expiry more than max_skew in the past by
+  // this host's wall clock, and, on this very host (same host id and boot id), a holder pid
+  // that is not running or runs another program (its start time differs).
+  std::string stale_reason(std::string_view name, const Entry& e,
+                           std::chrono::steady_clock::duration unchanged_for) const;
+  // Removes exactly entry `e` from `name`'s lock directory (an unlink of its exact name: of
+  // several callers at most one succeeds, and an entry renewed or re-created meanwhile has
+  // another name, so it is never removed), then the directory if that left it empty. True if
+  // this call removed the entry.
+  bool remove_stale(std::string_view name, const Entry& e);
+
+  // Writer intent (liveness only: readers stop joining while a writer waits).
+  std::error_code add_intent(std::string_view name, uint64_t nonce, int64_t expiry_ms);
+  void remove_intent(std::string_view name, uint64_t nonce, int64_t expiry_ms);
+  // True if a writer waits for `name` (expired intents are removed on the way).
+  bool writer_waiting(std::string_view name);
+
+ private:
+  std::string stage_path();
+  std::error_code token_for(std::string_view name, uint64_t& token);
+  std::error_code join_shared(const std::string& dir, const Entry& e, const std::string& target,
+                              bool& joined);
+
+  const Config config_;
+  const std::string stage_dir_;
+  // This process's start time, read once: a DirLocks is made after fork() (as the whole lock
+  // service is), so it is this process's and not a parent's.
+  const uint64_t my_start_;
+  const std::string stage_prefix_;  // "<host>.<pid>.<start>."
+  std::atomic<uint64_t> stage_seq_{0};
+};
+
+}  // namespace kagi::lock::dirlock

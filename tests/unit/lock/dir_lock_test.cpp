@@ -1,0 +1,247 @@
+// The dir backend's filesystem protocol (lock/detail/dir_lock.hpp) step by step: owner records,
+// entry names, what makes a record stale, and the takeover races of the seeds replayed with an
+// exact interleaving — kagi's remove-by-exact-name beside the classic "check the age, then
+// delete", run side by side and counted.
+#include <kagi/lock/detail/dir_lock.hpp>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include <kagi/lock/errors.hpp>
+#include "../../support/child_process.hpp"
+#include "../support/temp_dir.hpp"
+
+namespace kagi::lock::dirlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+HolderInfo who(const std::string& id) { return {id, "POST", "/bbs/3/post", "192.0.2.1"}; }
+
+class DirLockTest : public ::testing::Test {
+ protected:
+  // A "process" on host `host` with its own view of the shared folder.
+  std::unique_ptr<DirLocks> locks(const std::string& host, std::chrono::milliseconds lease = 10s,
+                                  std::chrono::milliseconds skew = 30s) {
+    return std::make_unique<DirLocks>(
+        Config{.root = dir_.path() + "/dirlocks", .host = host, .lease = lease, .max_skew = skew});
+  }
+  test_support::TempDir dir_;
+};
+
+TEST_F(DirLockTest, OwnerRecordsRoundTripAndCannotBeForged) {
+  Owner o{.name = "bbs/board/3",
+          .host = "web1",
+          .boot = "b00t",
+          .pid = 4242,
+          .start = 99,
+          .request = "1f-7",
+          .route = "POST /x\nhost=evil%0A",
+          .at_ms = 1700000000123,
+          .lease_ms = 10000};
+  Owner back;
+  ASSERT_TRUE(parse_owner(format_owner(o), back));
+  EXPECT_EQ(back.name, o.name);
+  EXPECT_EQ(back.host, "web1");  // the route's newline did not add a field
+  EXPECT_EQ(back.route, o.route);
+  EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(back.start, 99u);
+  EXPECT_EQ(back.at_ms, o.at_ms);
+  EXPECT_FALSE(parse_owner("not a record", back));
+
+  Entry e{.file = "", .mode = Mode::kExclusive, .nonce = 0xabc, .expiry_ms = 17, .token = 5};
+  Entry parsed;
+  ASSERT_TRUE(parse_entry(entry_file(e), parsed));
+  EXPECT_EQ(parsed.nonce, 0xabcu);
+  EXPECT_EQ(parsed.expiry_ms, 17);
+  EXPECT_EQ(parsed.token, 5u);
+  for (const char* bad : {"", "x", "x.", "y.1.2.3", "x.zz.1.2", "x.1.2", "x.1.2.3.", ".."}) {
+    EXPECT_FALSE(parse_entry(bad, parsed)) << bad;
+  }
+}
+
+TEST_F(DirLockTest, ExclusiveExcludesAndTokensGrowPerGrant) {
+  auto a = locks("a"), b = locks("b");
+  Hold ha, hb;
+  ASSERT_FALSE(a->try_lock("t/x", Mode::kExclusive, who("a"), true, ha, nullptr));
+  EXPECT_EQ(b->try_lock("t/x", Mode::kExclusive, who("b"), true, hb, nullptr), Errc::kTimeout);
+  EXPECT_EQ(b->try_lock("t/x", Mode::kShared, who("b"), true, hb, nullptr), Errc::kTimeout);
+  Owner o;
+  const auto entries = b->entries("t/x");
+  ASSERT_EQ(entries.size(), 1u);
+  ASSERT_TRUE(b->read_owner(b->lock_dir("t/x"), entries[0], o));
+  EXPECT_EQ(o.host, "a");
+  EXPECT_EQ(o.request, "a");
+  EXPECT_EQ(o.route, "POST /bbs/3/post");
+  EXPECT_EQ(o.pid, ::getpid());
+  const uint64_t first = ha.entry.token;
+  a->release(ha);
+  ASSERT_FALSE(b->try_lock("t/x", Mode::kExclusive, who("b"), true, hb, nullptr));
+  EXPECT_GT(hb.entry.token, first);
+  // The token reaches the record's name at its first renewal.
+  ASSERT_FALSE(b->renew(hb));
+  EXPECT_EQ(b->entries("t/x").at(0).token, hb.entry.token);
+  b->release(hb);
+  EXPECT_FALSE(std::filesystem::exists(a->lock_dir("t/x")));  // nothing left but the counter
+}
+
+TEST_F(DirLockTest, ReadersShareAndAWaitingWriterStopsNewReaders) {
+  auto a = locks("a"), b = locks("b"), w = locks("w");
+  Hold r1, r2, r3, wx;
+  ASSERT_FALSE(a->try_lock("t/s", Mode::kShared, who("r1"), true, r1, nullptr));
+  ASSERT_FALSE(b->try_lock("t/s", Mode::kShared, who("r2"), true, r2, nullptr));
+  EXPECT_EQ(b->entries("t/s").size(), 2u);
+  EXPECT_EQ(w->try_lock("t/s", Mode::kExclusive, who("w"), true, wx, nullptr), Errc::kTimeout);
+  const int64_t intent_expiry = wall_ms() + 10000;
+  ASSERT_FALSE(w->add_intent("t/s", 7, intent_expiry));
+  EXPECT_EQ(a->try_lock("t/s", Mode::kShared, who("r3"), true, r3, nullptr), Errc::kTimeout);
+  a->release(r1);
+  b->release(r2);
+  ASSERT_FALSE(w->try_lock("t/s", Mode::kExclusive, who("w"), true, wx, nullptr));
+  w->remove_intent("t/s", 7, intent_expiry);
+  w->release(wx);
+  EXPECT_FALSE(a->writer_waiting("t/s"));
+}
+
+// The seeds' race, with the steps in a fixed order (seed 002's list): A and B both see the old
+// lock and judge it stale; A deletes it; C creates a new one; B deletes. The classic version
+// (a lock directory, judged by its mtime, removed with rmdir) deletes C's fresh lock every time;
+// kagi's removal names the exact record A and B saw, so B's removal finds nothing and C keeps
+// its lock.
+TEST_F(DirLockTest, TheSeedsTakeoverRaceNeverDeletesANewLock) {
+  constexpr int kRounds = 100;
+  int kagi_deleted_new = 0, naive_deleted_new = 0;
+  auto old_holder = locks("old", 1ms, 0ms);  // a lease of 1 ms: stale almost at once
+  auto a = locks("a", 10s, 0ms), b = locks("b", 10s, 0ms), c = locks("c", 10s, 0ms);
+  const std::string naive = dir_.path() + "/naive.lock";
+  for (int round = 0; round < kRounds; ++round) {
+    // kagi.
+    Hold old, fresh;
+    ASSERT_FALSE(old_holder->try_lock("race/x", Mode::kExclusive, who("old"), true, old, nullptr));
+    std::this_thread::sleep_for(2ms);
+    const auto seen_by_a = a->entries("race/x");
+    const auto seen_by_b = b->entries("race/x");
+    ASSERT_EQ(seen_by_a.size(), 1u);
+    ASSERT_FALSE(a->stale_reason("race/x", seen_by_a[0], 0s).empty());
+    ASSERT_FALSE(b->stale_reason("race/x", seen_by_b[0], 0s).empty());
+    EXPECT_TRUE(a->remove_stale("race/x", seen_by_a[0]));  // A deletes
+    ASSERT_FALSE(c->try_lock("race/x", Mode::kExclusive, who("c"), true, fresh, nullptr));  // C
+    const bool b_removed = b->remove_stale("race/x", seen_by_b[0]);  // B deletes
+    const auto left = c->entries("race/x");
+    if (b_removed || left.size() != 1 || left[0].nonce != fresh.entry.nonce) ++kagi_deleted_new;
+    EXPECT_FALSE(c->renew(fresh));  // C still holds it
+    c->release(fresh);
+
+    // The classic version, same steps.
+    ASSERT_EQ(::mkdir(naive.c_str(), 0700), 0);
+    const timespec past[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, naive.c_str(), past, 0), 0);  // made an hour ago
+    auto old_enough = [&] {
+      struct stat st {};
+      return ::stat(naive.c_str(), &st) == 0 && st.st_mtime < ::time(nullptr) - 180;
+    };
+    const bool a_sees_old = old_enough(), b_sees_old = old_enough();
+    if (a_sees_old) ::rmdir(naive.c_str());                              // A deletes
+    ASSERT_EQ(::mkdir(naive.c_str(), 0700), 0);                          // C locks
+    if (b_sees_old && ::rmdir(naive.c_str()) == 0) ++naive_deleted_new;  // B deletes C's lock
+    ::rmdir(naive.c_str());
+  }
+  std::printf(
+      "  the seeds' race, %d rounds: kagi deleted a new lock %d times, check-age-then-"
+      "delete %d times\n",
+      kRounds, kagi_deleted_new, naive_deleted_new);
+  EXPECT_EQ(kagi_deleted_new, 0);
+  EXPECT_EQ(naive_deleted_new, kRounds);
+}
+
+// A record renewed after a contender looked has another name: the contender's removal of what
+// it saw removes nothing, and the holder keeps its lock.
+TEST_F(DirLockTest, ARenewedRecordIsNeverRemoved) {
+  auto holder = locks("h", 1ms, 0ms), taker = locks("t", 10s, 0ms);
+  Hold h, t;
+  ASSERT_FALSE(holder->try_lock("r/x", Mode::kExclusive, who("h"), true, h, nullptr));
+  std::this_thread::sleep_for(2ms);
+  const auto seen = taker->entries("r/x");
+  ASSERT_FALSE(taker->stale_reason("r/x", seen.at(0), 0s).empty());
+  ASSERT_FALSE(holder->renew(h));  // renewed after the taker looked
+  EXPECT_FALSE(taker->remove_stale("r/x", seen[0]));
+  EXPECT_EQ(taker->try_lock("r/x", Mode::kExclusive, who("t"), true, t, nullptr), Errc::kTimeout);
+  EXPECT_FALSE(holder->renew(h));
+  holder->release(h);
+}
+
+// Of many contenders removing the same stale record at once, exactly one succeeds.
+TEST_F(DirLockTest, ExactlyOneContenderRemovesAStaleRecord) {
+  for (int round = 0; round < 20; ++round) {
+    auto holder = locks("h", 1ms, 0ms);
+    Hold h;
+    ASSERT_FALSE(holder->try_lock("one/x", Mode::kExclusive, who("h"), true, h, nullptr));
+    std::this_thread::sleep_for(2ms);
+    const auto seen = holder->entries("one/x");
+    std::atomic<int> removed{0};
+    std::barrier start(8);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 8; ++i) {
+      threads.emplace_back([&, i] {
+        auto me = locks("c" + std::to_string(i), 10s, 0ms);
+        start.arrive_and_wait();
+        removed += me->remove_stale("one/x", seen.at(0));
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(removed.load(), 1);
+    EXPECT_EQ(holder->renew(h), Errc::kFenceLost);  // the old holder learns it lost the lock
+  }
+}
+
+TEST_F(DirLockTest, WhatMakesARecordStale) {
+  auto holder = locks("h"), other = locks("o");
+  Hold h;
+  ASSERT_FALSE(holder->try_lock("st/x", Mode::kExclusive, who("h"), true, h, nullptr));
+  const Entry e = other->entries("st/x").at(0);
+  EXPECT_EQ(other->stale_reason("st/x", e, 0s), "");  // a live holder on its lease
+  // Not renewed for a whole lease, as this process saw it: stale on any clock.
+  EXPECT_NE(other->stale_reason("st/x", e, 10s).find("not renewed"), std::string::npos);
+  // Expired by more than the allowed skew on this host's clock.
+  auto strict = locks("s", 10s, 0ms);
+  Entry expired = e;
+  expired.expiry_ms = wall_ms() - 5;
+  EXPECT_NE(strict->stale_reason("st/x", expired, 0s).find("expired"), std::string::npos);
+  holder->release(h);
+
+  // On the same host (same host id and boot), a dead holder is stale at once, without a lease.
+  const std::string root = dir_.path() + "/dirlocks";
+  pid_t child = test_support::spawn([&] {
+    DirLocks mine(Config{.root = root, .host = "h", .lease = 10s, .max_skew = 30s});
+    Hold held;
+    return mine.try_lock("st/dead", Mode::kExclusive, who("child"), true, held, nullptr) ? 1 : 0;
+  });  // exits holding it: as if killed
+  ASSERT_EQ(test_support::wait_exit(child), 0);
+  const Entry dead = holder->entries("st/dead").at(0);
+  EXPECT_NE(holder->stale_reason("st/dead", dead, 0s).find("is not running"), std::string::npos);
+  // Another host cannot ask this host's kernel: it waits for the lease.
+  EXPECT_EQ(other->stale_reason("st/dead", dead, 0s), "");
+}
+
+TEST_F(DirLockTest, TheDomainIdIsMadeOnceAndSharedByEveryHost) {
+  std::error_code ec;
+  const std::string root = dir_.path() + "/shared";
+  const std::string first = domain_id(root, ec);
+  ASSERT_FALSE(ec);
+  EXPECT_EQ(first.size(), 32u);
+  EXPECT_EQ(domain_id(root, ec), first);
+  EXPECT_NE(domain_id(dir_.path() + "/other", ec), first);
+}
+
+}  // namespace
+}  // namespace kagi::lock::dirlock
