@@ -108,12 +108,14 @@ std::optional<int64_t> cluster_for_ms(const lock::RegistryEntry& e,
   return ms_between(e.since, now);
 }
 
-// An entry read from the lock server: no thread, slot, seq or client address there.
+// An entry read from the lock server: no thread, slot or seq there; the client address only
+// from kagi-lockd (empty for postgres).
 void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
                          std::chrono::system_clock::time_point now) {
   const std::optional<int64_t> for_ms = cluster_for_ms(e, now);
   w.begin_object().key("host").value(e.host).key("pid").value(e.pid);
   write_request_fields(w, e);
+  w.key("client_address").value(e.client_address);
   if (for_ms) {
     w.key("since").value(iso_time(unix_ms(e.since))).key("for_ms").value(*for_ms);
   } else {
@@ -281,9 +283,10 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
-// The heading's name for a backend: "postgres" is the server people know as PostgreSQL.
+// The heading's name for a backend: the server people know.
 std::string backend_title(const std::string& backend) {
-  return backend == "postgres" ? "PostgreSQL" : backend;
+  if (backend == "postgres") return "PostgreSQL";
+  return backend == "lockd" ? "kagi-lockd" : backend;
 }
 
 // Each host's published sums, one line a host.
@@ -330,7 +333,7 @@ void cluster_text(const LockStatus& s, std::string& out) {
            pad(for_ms ? format_duration(milliseconds(*for_ms)) : "?", 10) +
            pad(e.host + "/" + std::to_string(e.pid), 24) +
            (e.method.empty() ? e.request_id : e.method + " " + e.path + " (" + e.request_id + ")") +
-           "\n";
+           (e.client_address.empty() ? "" : " from " + e.client_address) + "\n";
   };
   for (const LockRow& row : c.locks) {
     for (const auto& e : row.holders) line(row.name, "held", e);
@@ -388,6 +391,7 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
     // No route when the statement is not kagi's or hidden from this role (docs/ADMIN.md).
     r.set("ROUTE", e.method.empty() ? std::string("—") : e.method + " " + e.path);
     r.set("REQUEST_ID", e.request_id);
+    r.set("CLIENT", e.client_address.empty() ? std::string("—") : e.client_address);
     r.set("ROW_CLASS", !e.waiting && for_ms >= kLongHold.count() ? "long" : "");
   };
   for (const LockRow& row : c.locks) {
@@ -548,7 +552,8 @@ LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions&
     c.connections = cluster.connections;
     c.error = std::move(cluster.error);
     c.locks = group_entries(std::move(cluster.entries));
-    if (c.error.empty()) {
+    // Published host sums live in PostgreSQL (stats/cluster_stats.hpp): postgres only.
+    if (c.error.empty() && c.backend == "postgres") {
       c.host_stats =
           stats::read_cluster_stats(locks.postgres, cluster_timeout, &c.host_stats_error);
     }

@@ -20,6 +20,14 @@ lock::LockOptions lock_options(const Config& conf) {
   options.postgres.tcp_user_timeout_ms =
       static_cast<int>(conf.get_int("locks.postgres.tcp_user_timeout_ms"));
   options.postgres_pool = static_cast<size_t>(conf.get_int("locks.postgres.pool"));
+  options.lockd.address = conf.get_string("locks.lockd.address");
+  options.lockd.pool = static_cast<size_t>(conf.get_int("locks.lockd.pool"));
+  options.lockd.secret_file = conf.get_string("locks.lockd.secret_file");
+  options.lockd.keepalive_idle_s = static_cast<int>(conf.get_int("locks.lockd.keepalive_idle_s"));
+  options.lockd.keepalive_interval_s =
+      static_cast<int>(conf.get_int("locks.lockd.keepalive_interval_s"));
+  options.lockd.keepalive_count = static_cast<int>(conf.get_int("locks.lockd.keepalive_count"));
+  options.lockd.user_timeout_ms = static_cast<int>(conf.get_int("locks.lockd.user_timeout_ms"));
   return options;
 }
 

@@ -39,8 +39,9 @@ constexpr std::array kKeys{
             "FastCGI: a request body must arrive within this of the end of its params; "
             "slower → 408"},
     // locks
-    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres",
-            "lock backend: local (one host) or postgres (many hosts, advisory locks)"},
+    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres|lockd",
+            "lock backend: local (one host), postgres (many hosts, advisory locks) or lockd "
+            "(a kagi-lockd server)"},
     KeySpec{"locks.dir", kString, "var/locks", 0, 0, "",
             "lock files and the status registry (local backend)"},
     KeySpec{"locks.timeout_ms", kInt, "3000", 0, 3600000, "",
@@ -68,6 +69,22 @@ constexpr std::array kKeys{
     KeySpec{"locks.postgres.tcp_user_timeout_ms", kInt, "20000", 0, 3600000, "",
             "postgres backend: unacknowledged data older than this ends the connection, both "
             "ends (0: the kernel's default)"},
+    KeySpec{"locks.lockd.address", kString, "127.0.0.1:1006", 0, 0, "",
+            "lockd backend: where kagi-lockd listens (HOST:PORT, [V6]:PORT or unix:PATH)"},
+    KeySpec{"locks.lockd.pool", kInt, "16", 1, 10000, "",
+            "lockd backend: most connections per process (one per request holding locks)"},
+    KeySpec{"locks.lockd.secret_file", kString, "", 0, 0, "",
+            "lockd backend: file with the server's shared secret (lockd.secret_file), sent as "
+            "AUTH on each new connection; empty: none"},
+    KeySpec{"locks.lockd.keepalive_idle_s", kInt, "10", 1, 3600, "",
+            "lockd backend: idle seconds before TCP keepalive probes to the server"},
+    KeySpec{"locks.lockd.keepalive_interval_s", kInt, "3", 1, 600, "",
+            "lockd backend: seconds between keepalive probes"},
+    KeySpec{"locks.lockd.keepalive_count", kInt, "3", 1, 100, "",
+            "lockd backend: unanswered probes before the server counts as gone"},
+    KeySpec{"locks.lockd.user_timeout_ms", kInt, "20000", 0, 3600000, "",
+            "lockd backend: data the server leaves unacknowledged this long ends the connection "
+            "(0: the kernel's default)"},
     // data
     KeySpec{"data.backend", kString, "files", 0, 0, "files|postgres",
             "where the data lives: files under data.dir (one host) or PostgreSQL (many hosts)"},

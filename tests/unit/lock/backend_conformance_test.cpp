@@ -1,8 +1,8 @@
 // The lock-backend conformance suite: what every backend must do, run against each one through
 // the public API (LockService / LockContext), the way handlers use it. The postgres runs use a
-// real server (tests/unit/support/pg_cluster.hpp), and two LockServices play two web hosts:
-// each has its own locks.dir (own registry, own in-process table), so they share nothing but
-// the backend.
+// real server (tests/unit/support/pg_cluster.hpp), the lockd runs a real kagi-lockd process
+// (tests/support/lockd_server.hpp), and two LockServices play two web hosts: each has its own
+// locks.dir (own registry, own in-process table), so they share nothing but the backend.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include <kagi/lock/detail/lockd_client.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
+#include "../../support/lockd_server.hpp"
 #include "../support/pg_cluster.hpp"
 #include "../support/temp_dir.hpp"
 
@@ -36,6 +38,29 @@ bool eventually(Pred pred, Clock::duration limit = 10s) {
   return true;
 }
 
+// The kagi-lockd of this test binary, started on first use; null (and why) if it cannot start.
+test_support::LockdServer* shared_lockd(std::string* why) {
+  static std::string failure;
+  static std::unique_ptr<test_support::LockdServer> server =
+      test_support::LockdServer::start({}, &failure);
+  if (!server && why) *why = failure;
+  return server.get();
+}
+
+// kagi-lockd's STATUS lines (without "end"), on a connection of their own.
+std::vector<std::string> lockd_status(const std::string& address) {
+  LockdOptions o;
+  o.address = address;
+  std::error_code ec;
+  std::string why, line;
+  const auto deadline = Clock::now() + 5s;
+  auto conn = detail::LockdConnection::open(detail::make_lockd_target(o), deadline, ec, &why);
+  std::vector<std::string> lines;
+  if (!conn || conn->send("STATUS\n", deadline, &why)) return {"(cannot read STATUS: " + why + ")"};
+  while (!conn->read_line(line, deadline, &why) && line != "end") lines.push_back(line);
+  return lines;
+}
+
 class BackendTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -44,8 +69,19 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
       pg_ = pg;
       dsn_ = pg->dsn();
     }
+    if (lockd()) {
+      if (std::string(KAGI_LOCKD_BIN).empty())
+        GTEST_SKIP() << "built without kagi-lockd (KAGI_APPS=OFF)";
+      std::string why;
+      auto* server = shared_lockd(&why);
+      ASSERT_NE(server, nullptr) << why;
+      lockd_address_ = server->address();
+    }
   }
   bool postgres() const { return GetParam() == "postgres"; }
+  bool lockd() const { return GetParam() == "lockd"; }
+  // The backends whose locks live in a server that every "host" shares.
+  bool remote() const { return postgres() || lockd(); }
 
   // Host `host`'s lock service with the backend under test. With postgres each host has its own
   // locks.dir; the local backend is one host's by design, so its "hosts" are two services on
@@ -54,11 +90,13 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
                                     bool order_fail = false) {
     LockOptions options;
     options.backend = GetParam();
-    options.dir = dir_.path() + "/host" + std::to_string(postgres() ? host : 0);
+    options.dir = dir_.path() + "/host" + std::to_string(remote() ? host : 0);
     options.timeout = timeout;
     options.order_check_fail = order_fail;
     options.postgres.dsn = dsn_;
     options.postgres_pool = 32;
+    options.lockd.address = lockd_address_;
+    options.lockd.pool = 32;
     return LockService::create(options);
   }
   static std::unique_ptr<LockContext> request(LockService& service, const std::string& id) {
@@ -68,6 +106,17 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   // Requests queued for `name` in the backend itself (not only announced in the registry), on
   // every host.
   size_t queued(LockService& service, const std::string& name) {
+    if (lockd()) {
+      size_t n = 0;
+      for (const std::string& line : lockd_status(lockd_address_)) {
+        if (line.find("{\"key\":\"" + name + "\"") != 0) continue;
+        for (size_t at = line.find("\"waiting_ms\""); at != std::string::npos;
+             at = line.find("\"waiting_ms\"", at + 1)) {
+          ++n;
+        }
+      }
+      return n;
+    }
     if (!postgres()) {
       size_t n = 0;
       for (const RegistryEntry& e : service.snapshot().entries) n += e.name == name && e.waiting;
@@ -88,6 +137,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   test_support::TempDir dir_;
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
+  std::string lockd_address_;
 };
 
 TEST_P(BackendTest, ExclusiveExcludesAnotherHost) {
@@ -133,7 +183,7 @@ TEST_P(BackendTest, AWaitingWriterIsNotOvertakenByLaterReaders) {
   ASSERT_TRUE(eventually([&] { return queued(*b, "conf/w") == 1; }));
   // On postgres the server's queue is one for all hosts. The local backend queues strictly
   // within a process and across processes in batches (docs/LOCKING.md): ask on the writer's.
-  auto r2 = request(postgres() ? *a : *b, "r2");
+  auto r2 = request(remote() ? *a : *b, "r2");
   EXPECT_THROW(r2->shared("conf/w", 50ms), LockBusy);
   EXPECT_FALSE(writer_got);
   reader.release();
@@ -161,7 +211,7 @@ TEST_P(BackendTest, WaitersAreServedInArrivalOrder) {
   }
   held.release();
   for (auto& t : threads) t.join();
-  if (postgres()) {
+  if (remote()) {
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   } else {
     // Across hosts, local locks are one queue per process plus the kernel's flock, which is
@@ -289,7 +339,7 @@ TEST_P(BackendTest, ACounterUnderTheLockIsExactAcrossHosts) {
 // million by hand (docs/LOCKING.md).
 TEST_P(BackendTest, ManyNamesLeaveNothingBehind) {
   auto a = host(1);
-  const int names = postgres() ? 5000 : 20000;
+  const int names = postgres() ? 5000 : lockd() ? 10000 : 20000;
   for (int i = 0; i < names; ++i) {
     auto r = request(*a, "n");
     auto g = r->exclusive("many/" + std::to_string(i));
@@ -300,6 +350,9 @@ TEST_P(BackendTest, ManyNamesLeaveNothingBehind) {
   EXPECT_EQ(a->active_names(), 0u);
   if (postgres()) {
     EXPECT_EQ(advisory_locks(), 0u);
+  }
+  if (lockd()) {  // the server keeps nothing of a key nobody holds or waits for
+    EXPECT_EQ(lockd_status(lockd_address_), std::vector<std::string>());
   }
 }
 
@@ -312,7 +365,7 @@ TEST_P(BackendTest, VerifyHoldsWhileTheLockIsHeld) {
   EXPECT_EQ(g.verify(), Errc::kReleased);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("local", "postgres"),
+INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("local", "postgres", "lockd"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

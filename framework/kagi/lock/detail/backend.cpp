@@ -33,8 +33,10 @@ std::unique_ptr<Backend> make_backend(const LockOptions& options) {
     }
     return make_postgres_backend(options);
   }
+  if (options.backend == "lockd") return make_lockd_backend(options);
   throw std::invalid_argument("locks.backend = '" + options.backend +
-                              "' is not a lock backend; use \"local\" or \"postgres\"");
+                              "' is not a lock backend; use \"local\", \"postgres\" or "
+                              "\"lockd\"");
 }
 
 }  // namespace kagi::lock

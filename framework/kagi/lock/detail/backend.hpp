@@ -1,5 +1,5 @@
-// lock/detail/backend.hpp — the interface every lock backend implements (local and postgres
-// now; dir and lockd later), and the factories.
+// lock/detail/backend.hpp — the interface every lock backend implements (local, postgres and
+// lockd now; dir later), and the factories.
 //
 // A Backend lives as long as its LockService. It opens one Session per LockContext: remote
 // backends put one connection behind a session, so one request's locks share one connection
@@ -95,6 +95,11 @@ std::unique_ptr<Backend> make_local_backend(const LockOptions& options);
 // (lock/detail/postgres_backend.cpp). Throws std::invalid_argument if the DSN does not parse;
 // connects to nothing until a request takes a lock.
 std::unique_ptr<Backend> make_postgres_backend(const LockOptions& options);
+
+// The `lockd` backend: locks held by kagi-lockd over one pooled connection per lock context
+// (lock/detail/lockd_backend.cpp). Throws std::invalid_argument for a bad locks.lockd.address
+// or an unreadable secret file; connects to nothing until a request takes a lock.
+std::unique_ptr<Backend> make_lockd_backend(const LockOptions& options);
 
 // The backend `options.backend` names.
 std::unique_ptr<Backend> make_backend(const LockOptions& options);
