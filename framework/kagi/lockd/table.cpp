@@ -4,7 +4,7 @@
 
 namespace kagi::lockd {
 namespace {
-constexpr size_t kMaxSpareClaims = 4096;
+constexpr size_t kMaxSpareClaims = 256;
 }
 
 void KeyTable::ClaimList::push_back(Claim* c) {

@@ -58,6 +58,7 @@ def pct(values, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--source")  # unused: every suite of the folder takes it
     args = ap.parse_args()
     checks = Checks()
     with Lockd(args.lockd, ["--set", "lockd.max_connections_per_address=%d" % PER_ADDRESS,

@@ -24,6 +24,7 @@ OTHER_KEYS = 10_000
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--source")  # unused: every suite of the folder takes it
     args = ap.parse_args()
     checks = Checks()
     with Lockd(args.lockd) as server:
