@@ -115,13 +115,14 @@ void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
   const std::optional<int64_t> for_ms = cluster_for_ms(e, now);
   w.begin_object().key("host").value(e.host).key("pid").value(e.pid);
   write_request_fields(w, e);
-  w.key("client_address").value(e.client_address);
   if (for_ms) {
     w.key("since").value(iso_time(unix_ms(e.since))).key("for_ms").value(*for_ms);
   } else {
     w.key("since").null().key("for_ms").null();
   }
   if (!e.waiting) w.key("long").value(for_ms.value_or(0) >= kLongHold.count());
+  // kagi-lockd knows each holder's address; PostgreSQL's entries keep their fields as they were.
+  if (!e.client_address.empty()) w.key("client_address").value(e.client_address);
   w.end_object();
 }
 

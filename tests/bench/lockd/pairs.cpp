@@ -147,7 +147,10 @@ int main(int argc, char** argv) {
   std::vector<epoll_event> events(static_cast<size_t>(connections));
   char buf[4096];
   bool running = true;
-  while (running) {
+  // After the measured time every connection finishes its pair (an unlock is never left out:
+  // Redis would keep the key for the next run), then the loop ends.
+  size_t busy = conns.size();
+  while (busy > 0) {
     const int n = ::epoll_wait(ep, events.data(), connections, 100);
     const auto now = Clock::now();
     if (now >= until) running = false;
@@ -185,7 +188,11 @@ int main(int argc, char** argv) {
       }
       c.phase = 0;
       c.pair_started = done;
-      if (running) send(c, c.lock_cmd);
+      if (running) {
+        send(c, c.lock_cmd);
+      } else {
+        --busy;
+      }
     }
   }
   std::sort(latencies_us.begin(), latencies_us.end());

@@ -1,8 +1,9 @@
 // The lock layer across real processes: every child makes its own LockService after fork(),
-// exactly as a pre-forked FastCGI worker does. Each test runs on both backends: with `local`
-// the children share one lock directory (one host); with `postgres` each child plays a web host
-// of its own (its own locks.dir, registry and in-process table) and they share only the
-// PostgreSQL server (tests/unit/support/pg_cluster.hpp).
+// exactly as a pre-forked FastCGI worker does. Each test runs on every backend: with `local`
+// the children share one lock directory (one host); with `postgres` and `lockd` each child
+// plays a web host of its own (its own locks.dir, registry and in-process table) and they share
+// only the PostgreSQL server (tests/unit/support/pg_cluster.hpp) or one kagi-lockd process
+// (tests/support/lockd_server.hpp).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,10 +23,12 @@
 #include <thread>
 #include <vector>
 
+#include <kagi/lock/detail/lockd_client.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
 #include "../../support/child_process.hpp"
+#include "../../support/lockd_server.hpp"
 #include "../../unit/support/pg_cluster.hpp"
 
 namespace kagi::lock {
@@ -35,6 +38,35 @@ using test_support::spawn;
 using test_support::wait_exit;
 
 using namespace std::chrono_literals;
+
+// The kagi-lockd of this test binary (lockd runs), started on first use by the parent.
+test_support::LockdServer* shared_lockd(std::string* why) {
+  static std::string failure;
+  static std::unique_ptr<test_support::LockdServer> server =
+      test_support::LockdServer::start({}, &failure);
+  if (!server && why) *why = failure;
+  return server.get();
+}
+
+// Requests kagi-lockd has queued for `name` (its STATUS).
+int lockd_waiters(const std::string& address, const std::string& name) {
+  LockdOptions o;
+  o.address = address;
+  std::error_code ec;
+  std::string why, line;
+  const auto deadline = Clock::now() + 5s;
+  auto conn = detail::LockdConnection::open(detail::make_lockd_target(o), deadline, ec, &why);
+  if (!conn || conn->send("STATUS\n", deadline, &why)) return -1;
+  int n = 0;
+  while (!conn->read_line(line, deadline, &why) && line != "end") {
+    if (line.rfind("{\"key\":\"" + name + "\"", 0) != 0) continue;
+    for (size_t at = line.find("waiting_ms"); at != std::string::npos;
+         at = line.find("waiting_ms", at + 1)) {
+      ++n;
+    }
+  }
+  return n;
+}
 
 class ProcessTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -47,22 +79,30 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
       pg_ = pg;
       dsn_ = pg->dsn();
     }
+    if (lockd()) {
+      std::string why;
+      auto* server = shared_lockd(&why);
+      ASSERT_NE(server, nullptr) << why;
+      lockd_address_ = server->address();
+    }
   }
   void TearDown() override {
     std::error_code ec;
     std::filesystem::remove_all(root_, ec);
   }
   bool postgres() const { return GetParam() == "postgres"; }
+  bool lockd() const { return GetParam() == "lockd"; }
 
   // The lock service of a process. With postgres every call is a host of its own.
   std::unique_ptr<LockService> service(std::chrono::milliseconds timeout = 10s) {
     LockOptions options;
     options.backend = GetParam();
     options.dir = root_ + "/locks";
-    if (postgres())
+    if (postgres() || lockd())
       options.dir += "/host" + std::to_string(++hosts_) + "-" + std::to_string(getpid());
     options.timeout = timeout;
     options.postgres.dsn = dsn_;
+    options.lockd.address = lockd_address_;
     return LockService::create(options);
   }
 
@@ -77,6 +117,7 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
   std::string root_;
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
+  std::string lockd_address_;
   int hosts_ = 0;
 };
 
@@ -99,7 +140,7 @@ struct ProcessReport {
 TEST_P(ProcessTest, TortureCounterIsExact) {
   // Each postgres grant is a few round trips to the server: fewer increments there.
   constexpr int kProcesses = 8, kThreads = 4;
-  const int kTotal = postgres() ? 16'000 : 100'000;
+  const int kTotal = postgres() ? 16'000 : lockd() ? 32'000 : 100'000;
   const int kPerThread = kTotal / (kProcesses * kThreads);
   const std::string counter = root_ + "/counter";
   {
@@ -177,7 +218,7 @@ struct HistoryState {
 // an exclusive one.
 TEST_P(ProcessTest, RandomMixedHistoriesKeepExclusion) {
   constexpr int kProcesses = 4, kThreads = 2;
-  const int kOps = postgres() ? 2'500 : 12'500;
+  const int kOps = postgres() ? 2'500 : lockd() ? 5'000 : 12'500;
   HistoryState* state = shared_block<HistoryState>();
   ProcessReport* reports = shared_block<ProcessReport>(kProcesses);
   ASSERT_TRUE(state && reports);
@@ -295,6 +336,7 @@ TEST_P(ProcessTest, SigkillFreesTheLockToABlockedWaiter) {
   while (waiting && !blocked && Clock::now() < deadline) {
     blocked = postgres() ? sql("SELECT count(*) FROM pg_locks WHERE NOT granted AND " +
                                key_filter("crash/me")) == "1"
+              : lockd()  ? lockd_waiters(lockd_address_, "crash/me") == 1
                          : blocked_in_syscall(waiter_tid.load(), SYS_flock);
     if (!blocked) std::this_thread::sleep_for(1ms);
   }
@@ -362,7 +404,7 @@ TEST_P(ProcessTest, PThenQAgainstQThenPAcrossProcessesEnds) {
   for (int fd : {held[0], held[1], go_a[0], go_a[1], go_b[0], go_b[1]}) ::close(fd);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ProcessTest, ::testing::Values("local", "postgres"),
+INSTANTIATE_TEST_SUITE_P(Backends, ProcessTest, ::testing::Values("local", "postgres", "lockd"),
                          [](const auto& info) { return info.param; });
 
 // What only a lock server's sessions have: a holder that stops answering (SIGSTOP stands for a

@@ -58,6 +58,7 @@ def pct(values, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
     ap.add_argument("--source")  # unused: every suite of the folder takes it
     args = ap.parse_args()
     checks = Checks()

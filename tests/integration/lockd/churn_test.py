@@ -78,6 +78,7 @@ def client(port, index, counter, history_path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
     ap.add_argument("--source")  # unused: every suite of the folder takes it
     args = ap.parse_args()
     checks = Checks()

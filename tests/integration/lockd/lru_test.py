@@ -7,13 +7,18 @@ long as someone holds or waits for it, whatever happens to other keys:
   A holds "lru/held" (the seed's form); B locks and releases 10,000 other keys on one
   connection; C asks for "lru/held" and must still be waiting; when A closes, C gets it.
 
+Meanwhile kagi-locks --lockd shows A holding and C waiting, each with its client address.
+
     python3 lru_test.py --lockd BUILD/apps/lockd/kagi-lockd
 """
 
 import argparse
+import json
 import os
 import select
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lockd_harness import Checks, Lockd, call, connect, read_line, status  # noqa: E402
@@ -24,6 +29,7 @@ OTHER_KEYS = 10_000
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
     ap.add_argument("--source")  # unused: every suite of the folder takes it
     args = ap.parse_args()
     checks = Checks()
@@ -49,6 +55,24 @@ def main():
         checks.check(len(lines) == 1 and b'"waiting_ms"' in lines[0] and b"lru/held" in lines[0],
                      "STATUS shows one key (lru/held: A holding, C waiting), none of the 10,000 "
                      "released ones")
+        if args.locks:
+            where = ["--set", "locks.dir=" + tempfile.mkdtemp(prefix="kagi-locks-")]
+            lockd = ["--lockd", "127.0.0.1:%d" % server.port]
+            text = subprocess.run([args.locks, *where, *lockd], capture_output=True,
+                                  text=True).stdout
+            a_addr = "127.0.0.1:%d" % a.getsockname()[1]
+            c_addr = "127.0.0.1:%d" % c.getsockname()[1]
+            checks.check("across hosts (kagi-lockd)" in text and "from " + a_addr in text and
+                         "from " + c_addr in text,
+                         "kagi-locks --lockd shows the holder and the waiter with their addresses:"
+                         "\n" + text)
+            doc = json.loads(subprocess.run([args.locks, *where, *lockd, "--json"],
+                                            capture_output=True, text=True).stdout)
+            row = doc["cluster"]["locks"][0]
+            checks.check(doc["cluster"]["backend"] == "lockd" and row["name"] == "lru/held" and
+                         row["holders"][0]["client_address"] == a_addr and
+                         row["waiters"][0]["client_address"] == c_addr,
+                         "kagi-locks --json: cluster.locks has lru/held with both addresses")
         a.close()
         c.settimeout(5)
         checks.check(read_line(c) == b"ok", "C is granted lru/held once A closes")

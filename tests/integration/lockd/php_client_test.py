@@ -16,6 +16,7 @@ from lockd_harness import Lockd  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
     ap.add_argument("--source", required=True)
     ap.add_argument("--php", default="php")
     args = ap.parse_args()

@@ -97,6 +97,7 @@ def one_round(server, checks, label, base_fds, connections):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lockd", required=True)
+    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
     ap.add_argument("--source")  # unused: every suite of the folder takes it
     args = ap.parse_args()
     # The server needs a descriptor per connection plus a few of its own. Raise the limit as
