@@ -2,6 +2,7 @@
 //
 //   auto lockd = kagi::test_support::LockdServer::start({"--set", "lockd.max_key_bytes=32"}, &why);
 //   options.lockd.address = lockd->address();      // "127.0.0.1:<port the kernel chose>"
+//   auto* one = kagi::test_support::LockdServer::shared(&why);   // one for the whole binary
 //
 // The binary is the one this build made (KAGI_LOCKD_BIN); it listens on 127.0.0.1:0 and a
 // unix socket in a fresh folder, logs to <folder>/lockd.log, and is stopped with SIGTERM
@@ -11,6 +12,8 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +34,15 @@ namespace kagi::test_support {
 
 class LockdServer {
  public:
+  // The server of this process's tests, started on the first call (by the process that will
+  // stop it: a test forks its workers after). Null, with the reason in `why`, if it cannot start.
+  static LockdServer* shared(std::string* why) {
+    static std::string failure;
+    static std::unique_ptr<LockdServer> server = start({}, &failure);
+    if (!server && why) *why = failure;
+    return server.get();
+  }
+
   // Started and listening, or null with the reason (and the server's log) in `why`.
   static std::unique_ptr<LockdServer> start(const std::vector<std::string>& extra,
                                             std::string* why) {
@@ -104,6 +116,47 @@ class LockdServer {
     ::waitpid(pid_, &status, 0);
     pid_ = 0;
     return 128 + SIGKILL;
+  }
+
+  // The server's STATUS lines (one JSON object per key held or waited for), without "end";
+  // read on its unix socket. {"(cannot read STATUS)"} if it does not answer.
+  std::vector<std::string> status() const {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    unix_path_.copy(a.sun_path, sizeof a.sun_path - 1);
+    timeval five{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    std::string text;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::write(fd, "STATUS\n", 7) == 7) {
+      char buf[4096];
+      while (text.size() < 4 || text.compare(text.size() - 4, 4, "end\n") != 0) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        text.append(buf, static_cast<size_t>(n));
+      }
+    }
+    ::close(fd);
+    if (text.size() < 4 || text.compare(text.size() - 4, 4, "end\n") != 0) {
+      return {"(cannot read STATUS)"};
+    }
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line) && line != "end";) lines.push_back(line);
+    return lines;
+  }
+  // Requests queued for `key` (from STATUS).
+  int waiters(const std::string& key) const {
+    int n = 0;
+    for (const std::string& line : status()) {
+      if (line.rfind("{\"key\":\"" + key + "\"", 0) != 0) continue;
+      for (size_t at = line.find("\"waiting_ms\""); at != std::string::npos;
+           at = line.find("\"waiting_ms\"", at + 1)) {
+        ++n;
+      }
+    }
+    return n;
   }
 
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"

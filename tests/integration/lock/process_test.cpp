@@ -23,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include <kagi/lock/detail/lockd_client.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
@@ -39,35 +38,6 @@ using test_support::wait_exit;
 
 using namespace std::chrono_literals;
 
-// The kagi-lockd of this test binary (lockd runs), started on first use by the parent.
-test_support::LockdServer* shared_lockd(std::string* why) {
-  static std::string failure;
-  static std::unique_ptr<test_support::LockdServer> server =
-      test_support::LockdServer::start({}, &failure);
-  if (!server && why) *why = failure;
-  return server.get();
-}
-
-// Requests kagi-lockd has queued for `name` (its STATUS).
-int lockd_waiters(const std::string& address, const std::string& name) {
-  LockdOptions o;
-  o.address = address;
-  std::error_code ec;
-  std::string why, line;
-  const auto deadline = Clock::now() + 5s;
-  auto conn = detail::LockdConnection::open(detail::make_lockd_target(o), deadline, ec, &why);
-  if (!conn || conn->send("STATUS\n", deadline, &why)) return -1;
-  int n = 0;
-  while (!conn->read_line(line, deadline, &why) && line != "end") {
-    if (line.rfind("{\"key\":\"" + name + "\"", 0) != 0) continue;
-    for (size_t at = line.find("waiting_ms"); at != std::string::npos;
-         at = line.find("waiting_ms", at + 1)) {
-      ++n;
-    }
-  }
-  return n;
-}
-
 class ProcessTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -81,9 +51,9 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
     }
     if (lockd()) {
       std::string why;
-      auto* server = shared_lockd(&why);
+      auto* server = test_support::LockdServer::shared(&why);
       ASSERT_NE(server, nullptr) << why;
-      lockd_address_ = server->address();
+      lockd_ = server;
     }
   }
   void TearDown() override {
@@ -102,7 +72,7 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
       options.dir += "/host" + std::to_string(++hosts_) + "-" + std::to_string(getpid());
     options.timeout = timeout;
     options.postgres.dsn = dsn_;
-    options.lockd.address = lockd_address_;
+    options.lockd.address = lockd_ ? lockd_->address() : "";
     return LockService::create(options);
   }
 
@@ -117,7 +87,7 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
   std::string root_;
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
-  std::string lockd_address_;
+  test_support::LockdServer* lockd_ = nullptr;
   int hosts_ = 0;
 };
 
@@ -336,7 +306,7 @@ TEST_P(ProcessTest, SigkillFreesTheLockToABlockedWaiter) {
   while (waiting && !blocked && Clock::now() < deadline) {
     blocked = postgres() ? sql("SELECT count(*) FROM pg_locks WHERE NOT granted AND " +
                                key_filter("crash/me")) == "1"
-              : lockd()  ? lockd_waiters(lockd_address_, "crash/me") == 1
+              : lockd()  ? lockd_->waiters("crash/me") == 1
                          : blocked_in_syscall(waiter_tid.load(), SYS_flock);
     if (!blocked) std::this_thread::sleep_for(1ms);
   }

@@ -8,7 +8,6 @@ within 50 ms).
     python3 badinput_test.py --lockd BUILD/apps/lockd/kagi-lockd
 """
 
-import argparse
 import os
 import random
 import socket
@@ -17,7 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Checks, Lockd, call, connect, read_line  # noqa: E402
+from lockd_harness import Checks, Lockd, call, connect, parse_args, read_line  # noqa: E402
 
 PER_ADDRESS = 300
 SLOWLORIS = 150
@@ -56,11 +55,7 @@ def pct(values, p):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lockd", required=True)
-    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
-    ap.add_argument("--source")  # unused: every suite of the folder takes it
-    args = ap.parse_args()
+    args = parse_args()
     checks = Checks()
     with Lockd(args.lockd, ["--set", "lockd.max_connections_per_address=%d" % PER_ADDRESS,
                             "--set", "lockd.max_keys_per_connection=4",

@@ -14,7 +14,6 @@ Checks:
     python3 churn_test.py --lockd BUILD/apps/lockd/kagi-lockd
 """
 
-import argparse
 import os
 import random
 import signal
@@ -24,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Checks, Lockd, read_line  # noqa: E402
+from lockd_harness import Checks, Lockd, parse_args, read_line  # noqa: E402
 
 CLIENTS, CYCLES, KILLS = 32, 200, 8
 RECORD = 32  # "%010d %010d %09d\n": value, pid, cycle
@@ -76,11 +75,7 @@ def client(port, index, counter, history_path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lockd", required=True)
-    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
-    ap.add_argument("--source")  # unused: every suite of the folder takes it
-    args = ap.parse_args()
+    args = parse_args()
     checks = Checks()
     work = tempfile.mkdtemp(prefix="kagi-lockd-churn-")
     counter = os.path.join(work, "counter")

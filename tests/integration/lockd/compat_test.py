@@ -6,7 +6,6 @@ first closes; a holder killed with SIGKILL hands the lock to the waiter within 5
     python3 compat_test.py --lockd BUILD/apps/lockd/kagi-lockd --source SRC [--php php]
 """
 
-import argparse
 import os
 import select
 import signal
@@ -15,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Checks, Lockd, status  # noqa: E402
+from lockd_harness import Checks, Lockd, parse_args, status  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -95,12 +94,7 @@ def run(kind_holder, kind_waiter, args, server, checks):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lockd", required=True)
-    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--php", default="php")
-    args = ap.parse_args()
+    args = parse_args()
     checks = Checks()
     with Lockd(args.lockd) as server:
         for holder, waiter in (("seed", "seed"), ("php", "php"), ("seed", "php"), ("php", "seed")):

@@ -7,6 +7,7 @@ sockets, read its memory, stop it.
         assert read_line(s) == b"ok"
 """
 
+import argparse
 import os
 import re
 import resource
@@ -132,3 +133,13 @@ class Checks:
     def finish(self):
         print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
         sys.exit(1 if self.failed or not self.passed else 0)
+
+
+def parse_args():
+    """The command line every suite of this folder takes (tests/integration/lockd/CMakeLists.txt)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lockd", required=True, help="the kagi-lockd binary")
+    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
+    ap.add_argument("--source", help="the source tree (the PHP client)")
+    ap.add_argument("--php", default="php")
+    return ap.parse_args()

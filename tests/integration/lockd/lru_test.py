@@ -12,7 +12,6 @@ Meanwhile kagi-locks --lockd shows A holding and C waiting, each with its client
     python3 lru_test.py --lockd BUILD/apps/lockd/kagi-lockd
 """
 
-import argparse
 import json
 import os
 import select
@@ -21,17 +20,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Checks, Lockd, call, connect, read_line, status  # noqa: E402
+from lockd_harness import Checks, Lockd, call, connect, parse_args, read_line, status  # noqa: E402
 
 OTHER_KEYS = 10_000
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lockd", required=True)
-    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
-    ap.add_argument("--source")  # unused: every suite of the folder takes it
-    args = ap.parse_args()
+    args = parse_args()
     checks = Checks()
     with Lockd(args.lockd) as server:
         a = connect(server.port)

@@ -4,22 +4,16 @@ on a unix socket.
     python3 php_client_test.py --lockd BUILD/apps/lockd/kagi-lockd --source SRC [--php php]
 """
 
-import argparse
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Lockd  # noqa: E402
+from lockd_harness import Lockd, parse_args  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lockd", required=True)
-    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--php", default="php")
-    args = ap.parse_args()
+    args = parse_args()
     with Lockd(args.lockd) as server:
         code = subprocess.call([args.php, os.path.join(args.source, "clients", "php", "tests",
                                                        "KagiLockTest.php"),

@@ -9,14 +9,13 @@ requests are in both numbers; the RSS right after start is printed beside it.
     python3 scale_test.py --lockd BUILD/apps/lockd/kagi-lockd
 """
 
-import argparse
 import os
 import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Checks, Lockd, connect, read_line, status  # noqa: E402
+from lockd_harness import Checks, Lockd, connect, parse_args, read_line, status  # noqa: E402
 
 WANTED, KEYS = 20_000, 1_000
 CLIENT_PROCESSES = 2  # each opens its share: a process's descriptors are bounded too
@@ -95,11 +94,7 @@ def one_round(server, checks, label, base_fds, connections):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lockd", required=True)
-    ap.add_argument("--locks", help="kagi-locks, which shows the server's holders")
-    ap.add_argument("--source")  # unused: every suite of the folder takes it
-    args = ap.parse_args()
+    args = parse_args()
     # The server needs a descriptor per connection plus a few of its own. Raise the limit as
     # far as this machine lets a process (without CAP_SYS_RESOURCE the hard limit is the cap).
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]

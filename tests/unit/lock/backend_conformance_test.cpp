@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include <kagi/lock/detail/lockd_client.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
@@ -38,29 +37,6 @@ bool eventually(Pred pred, Clock::duration limit = 10s) {
   return true;
 }
 
-// The kagi-lockd of this test binary, started on first use; null (and why) if it cannot start.
-test_support::LockdServer* shared_lockd(std::string* why) {
-  static std::string failure;
-  static std::unique_ptr<test_support::LockdServer> server =
-      test_support::LockdServer::start({}, &failure);
-  if (!server && why) *why = failure;
-  return server.get();
-}
-
-// kagi-lockd's STATUS lines (without "end"), on a connection of their own.
-std::vector<std::string> lockd_status(const std::string& address) {
-  LockdOptions o;
-  o.address = address;
-  std::error_code ec;
-  std::string why, line;
-  const auto deadline = Clock::now() + 5s;
-  auto conn = detail::LockdConnection::open(detail::make_lockd_target(o), deadline, ec, &why);
-  std::vector<std::string> lines;
-  if (!conn || conn->send("STATUS\n", deadline, &why)) return {"(cannot read STATUS: " + why + ")"};
-  while (!conn->read_line(line, deadline, &why) && line != "end") lines.push_back(line);
-  return lines;
-}
-
 class BackendTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -73,9 +49,9 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
       if (std::string(KAGI_LOCKD_BIN).empty())
         GTEST_SKIP() << "built without kagi-lockd (KAGI_APPS=OFF)";
       std::string why;
-      auto* server = shared_lockd(&why);
+      auto* server = test_support::LockdServer::shared(&why);
       ASSERT_NE(server, nullptr) << why;
-      lockd_address_ = server->address();
+      lockd_ = server;
     }
   }
   bool postgres() const { return GetParam() == "postgres"; }
@@ -95,7 +71,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
     options.order_check_fail = order_fail;
     options.postgres.dsn = dsn_;
     options.postgres_pool = 32;
-    options.lockd.address = lockd_address_;
+    options.lockd.address = lockd_ ? lockd_->address() : "";
     options.lockd.pool = 32;
     return LockService::create(options);
   }
@@ -106,17 +82,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   // Requests queued for `name` in the backend itself (not only announced in the registry), on
   // every host.
   size_t queued(LockService& service, const std::string& name) {
-    if (lockd()) {
-      size_t n = 0;
-      for (const std::string& line : lockd_status(lockd_address_)) {
-        if (line.find("{\"key\":\"" + name + "\"") != 0) continue;
-        for (size_t at = line.find("\"waiting_ms\""); at != std::string::npos;
-             at = line.find("\"waiting_ms\"", at + 1)) {
-          ++n;
-        }
-      }
-      return n;
-    }
+    if (lockd()) return static_cast<size_t>(lockd_->waiters(name));
     if (!postgres()) {
       size_t n = 0;
       for (const RegistryEntry& e : service.snapshot().entries) n += e.name == name && e.waiting;
@@ -137,7 +103,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   test_support::TempDir dir_;
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
-  std::string lockd_address_;
+  test_support::LockdServer* lockd_ = nullptr;
 };
 
 TEST_P(BackendTest, ExclusiveExcludesAnotherHost) {
@@ -352,7 +318,7 @@ TEST_P(BackendTest, ManyNamesLeaveNothingBehind) {
     EXPECT_EQ(advisory_locks(), 0u);
   }
   if (lockd()) {  // the server keeps nothing of a key nobody holds or waits for
-    EXPECT_EQ(lockd_status(lockd_address_), std::vector<std::string>());
+    EXPECT_EQ(lockd_->status(), std::vector<std::string>());
   }
 }
 

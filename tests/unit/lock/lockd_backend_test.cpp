@@ -88,6 +88,18 @@ TEST_F(LockdBackendTest, StatusShowsEachHolderWithItsRequestAndAddress) {
   EXPECT_EQ(status.hosts, 1u);
 }
 
+// A label is at most 512 bytes on the wire: a request with a long, odd path still locks.
+TEST_F(LockdBackendTest, ALongPathIsCutFromTheLabelNotFromTheLock) {
+  auto service = LockService::create(options(server_->address()));
+  auto ctx = service->context({"req-long", "GET", "/" + std::string(400, ' ') + "\xe9", ""});
+  auto guard = ctx->exclusive("long/path");
+  EXPECT_TRUE(guard.verify() == std::error_code());
+  const ClusterStatus status = read_cluster_status(options(server_->address()), 2s);
+  ASSERT_EQ(status.entries.size(), 1u);
+  EXPECT_EQ(status.entries[0].request_id, "req-long");
+  EXPECT_EQ(status.entries[0].path.rfind("/   ", 0), 0u);
+}
+
 TEST_F(LockdBackendTest, TokensAreOrderedEpochsThatIncreasePerName) {
   auto service = LockService::create(options(server_->address()));
   uint64_t last = 0;

@@ -121,10 +121,23 @@ void* handle_of(uint64_t generation) { return reinterpret_cast<void*>(generation
 uint64_t generation_of(void* handle) { return reinterpret_cast<uint64_t>(handle); }
 
 // The milliseconds left to `deadline`, rounded up: the server must not end a wait before the
-// caller's deadline. 0 if none are left.
+// caller's deadline. 0 if none are left; at most the longest wait the protocol takes (a day).
 int64_t ms_left(Clock::time_point deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  return std::max<int64_t>(0, left.count());
+  return std::clamp<int64_t>(left.count(), 0, 86'400'000);
+}
+
+// "CLIENT <label>\n": the process and the request, within the server's 512 bytes of label (a
+// long path is cut, never in the middle of a %XX).
+std::string client_line(const std::string& process, const HolderInfo& who) {
+  std::string label = process + " " + detail::holder_fields(who);
+  if (label.size() > 500) {
+    label.resize(500);
+    if (const size_t pct = label.rfind('%'); pct != std::string::npos && pct + 3 > label.size()) {
+      label.resize(pct);
+    }
+  }
+  return "CLIENT " + label + "\n";
 }
 
 // Parses "ok <t1> <t2> ..." into `tokens` (exactly `n`); false for any other answer.
@@ -142,8 +155,7 @@ bool parse_tokens(std::string_view answer, size_t n, uint64_t* tokens) {
 }
 
 LockdSession::LockdSession(LockdBackend& backend, const HolderInfo& who)
-    : backend_(backend),
-      label_("CLIENT " + backend.process() + " " + detail::holder_fields(who) + "\n") {}
+    : backend_(backend), label_(client_line(backend.process(), who)) {}
 
 std::error_code LockdSession::failed(std::error_code ec, std::string why) const {
   last_error_ = std::move(why);

@@ -8,10 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include <kagi/util/wait_fd.hpp>
 
 namespace kagi::lock::detail {
 namespace {
@@ -113,17 +114,7 @@ std::error_code LockdConnection::fail(Errc errc, std::string* why, const std::st
 }
 
 bool LockdConnection::wait_for(short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) return false;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    const timespec timeout{static_cast<time_t>(ns / 1000000000),
-                           static_cast<long>(ns % 1000000000)};
-    pollfd p{fd_, events, 0};
-    const int n = ::ppoll(&p, 1, &timeout, nullptr);
-    if (n > 0) return true;  // ready, or an error the next call reports
-    if (n < 0 && errno != EINTR) return true;
-  }
+  return util::wait_fd(fd_, events, deadline);
 }
 
 std::error_code LockdConnection::send(std::string_view bytes, Clock::time_point deadline,
@@ -190,81 +181,22 @@ bool LockdConnection::closed_while_idle() {
   return broken_ = true;
 }
 
-LockdPool::LockdPool(LockdTarget target) : target_(std::move(target)) {}
-
-LockdPool::~LockdPool() = default;
-
-std::unique_ptr<LockdConnection> LockdPool::take(Clock::time_point deadline, std::error_code& ec,
-                                                 std::string* why) {
-  {
-    util::MutexLock lock(mu_);
-    for (;;) {
-      while (!idle_.empty()) {
-        std::unique_ptr<LockdConnection> conn = std::move(idle_.back());
-        idle_.pop_back();
-        if (Clock::now() - conn->idle_since < kCheckIdleAfter || !conn->closed_while_idle()) {
-          ec.clear();
-          return conn;
-        }
-        --open_;  // closed by the server meanwhile
-      }
-      if (open_ < target_.options.pool) {
-        if (Clock::now() < failed_until_) {
-          ec = failed_ec_;
-          if (why) *why = failed_why_ + " (not retried for another moment)";
-          return nullptr;
-        }
-        ++open_;  // our place; the connect runs without the mutex
-        break;
-      }
-      if (freed_.wait_until(mu_, deadline) == std::cv_status::timeout && idle_.empty() &&
-          open_ >= target_.options.pool) {
-        ec = make_error_code(Errc::kUnavailable);
-        if (why) {
-          *why = "all " + std::to_string(target_.options.pool) +
-                 " kagi-lockd connections of this process are in use (raise locks.lockd.pool, "
-                 "or serve with fewer threads)";
-        }
-        return nullptr;
-      }
-    }
-  }
-  std::string reason;
-  auto conn = LockdConnection::open(target_, deadline, ec, &reason);
-  util::MutexLock lock(mu_);
-  if (!conn) {
-    --open_;
-    failed_until_ = Clock::now() + kRetryAfterFailure;
-    failed_ec_ = ec;
-    failed_why_ = reason;
-    freed_.notify_one();
-    if (why) *why = std::move(reason);
-    return nullptr;
-  }
-  failed_until_ = {};
-  return conn;
-}
-
-void LockdPool::give_back(std::unique_ptr<LockdConnection> conn) {
-  if (conn->broken()) {
-    discard(std::move(conn));
-    return;
-  }
-  {
-    util::MutexLock lock(mu_);
-    conn->idle_since = Clock::now();
-    idle_.push_back(std::move(conn));
-  }
-  freed_.notify_one();
-}
-
-void LockdPool::discard(std::unique_ptr<LockdConnection> conn) {
-  {
-    util::MutexLock lock(mu_);
-    --open_;
-  }
-  freed_.notify_one();
-  conn.reset();
-}
+LockdPool::LockdPool(LockdTarget target)
+    : target_(std::move(target)),
+      pool_(
+          {.max = target_.options.pool,
+           .retry_after_failure = kRetryAfterFailure,
+           .check_idle_after = kCheckIdleAfter},
+          [this](Clock::time_point deadline, std::error_code& ec, std::string* why) {
+            return LockdConnection::open(target_, deadline, ec, why);
+          },
+          [this](std::string* why) {
+            if (why) {
+              *why = "all " + std::to_string(target_.options.pool) +
+                     " kagi-lockd connections of this process are in use (raise "
+                     "locks.lockd.pool, or serve with fewer threads)";
+            }
+            return make_error_code(Errc::kUnavailable);
+          }) {}
 
 }  // namespace kagi::lock::detail

@@ -23,9 +23,8 @@
 #include <kagi/lock/clock.hpp>
 #include <kagi/lock/errors.hpp>
 #include <kagi/lock/options.hpp>
+#include <kagi/util/bounded_pool.hpp>
 #include <kagi/util/endpoint.hpp>
-#include <kagi/util/mutex.hpp>
-#include <kagi/util/thread_annotations.hpp>
 
 namespace kagi::lock::detail {
 
@@ -73,32 +72,27 @@ class LockdConnection {
   std::string in_;  // bytes read past the last line returned
 };
 
-// At most `max` connections at once; take() waits for a free place until its deadline. After a
-// failed connect, further connects fail at once with the same reason for 250 ms (a server that
-// is down costs one attempt per interval, not one per request). Thread-safe.
+// The process's connections to kagi-lockd (util/bounded_pool.hpp): at most LockdOptions::pool;
+// take() waits for a free place until its deadline; after a failed connect, further connects
+// fail at once with the same reason for 250 ms. Thread-safe.
 class LockdPool {
  public:
   explicit LockdPool(LockdTarget target);
-  ~LockdPool();
 
   std::unique_ptr<LockdConnection> take(Clock::time_point deadline, std::error_code& ec,
-                                        std::string* why) KAGI_EXCLUDES(mu_);
+                                        std::string* why) {
+    return pool_.take(deadline, ec, why);
+  }
   // Back for the next take(), or closed if broken.
-  void give_back(std::unique_ptr<LockdConnection> conn) KAGI_EXCLUDES(mu_);
+  void give_back(std::unique_ptr<LockdConnection> conn) { pool_.give_back(std::move(conn)); }
   // Closed (the server then releases what it holds), freeing its place.
-  void discard(std::unique_ptr<LockdConnection> conn) KAGI_EXCLUDES(mu_);
+  void discard(std::unique_ptr<LockdConnection> conn) { pool_.discard(std::move(conn)); }
 
   const LockdTarget& target() const { return target_; }
 
  private:
   const LockdTarget target_;
-  util::Mutex mu_;
-  util::CondVar freed_;
-  std::vector<std::unique_ptr<LockdConnection>> idle_ KAGI_GUARDED_BY(mu_);
-  size_t open_ KAGI_GUARDED_BY(mu_) = 0;
-  Clock::time_point failed_until_ KAGI_GUARDED_BY(mu_);
-  std::error_code failed_ec_ KAGI_GUARDED_BY(mu_);
-  std::string failed_why_ KAGI_GUARDED_BY(mu_);
+  util::BoundedPool<LockdConnection> pool_;
 };
 
 }  // namespace kagi::lock::detail
