@@ -92,6 +92,18 @@ class Servers:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def build_type(binary):
+    """CMAKE_BUILD_TYPE of the build tree the binary is in ("?" if not found)."""
+    d = os.path.dirname(os.path.abspath(binary))
+    while d != "/":
+        cache = os.path.join(d, "CMakeCache.txt")
+        if os.path.exists(cache):
+            m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", open(cache).read(), re.M)
+            return m.group(1) if m and m.group(1) else "?"
+        d = os.path.dirname(d)
+    return "?"
+
+
 def run_pairs(args, servers, proto, seconds, warmup):
     out = subprocess.run([args.pairs, "--proto", proto, "--target", servers.target(proto),
                           "--connections", str(args.connections), "--seconds", str(seconds),
@@ -145,10 +157,10 @@ def report(args, servers, results):
               "below both | %s |" %
               (l["p99_us"], r["p99_us"], p["p99_us"],
                "yes" if l["p99_us"] < r["p99_us"] and l["p99_us"] < p["p99_us"] else "**no**"),
-              "", "Servers: kagi-lockd (Release build, defaults), redis-server %s (Debian; "
+              "", "Servers: kagi-lockd (%s build, defaults), redis-server %s (Debian; "
               "`--save \"\" --appendonly no`), PostgreSQL 15 (`tests/support/pgcluster`, "
               "durability off: advisory locks write nothing) over TCP. All rounds:" %
-              servers.redis_version, ""]
+              (build_type(args.lockd), servers.redis_version), ""]
     for proto in ("lockd", "redis", "pg"):
         lines.append("- %s: %s pairs/s" % (NAMES[proto], ", ".join(
             "%.0f" % x["pairs_per_s"] for x in results[proto])))

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 
 #include <kagi/lock/cluster_status.hpp>
@@ -161,6 +162,30 @@ TEST_F(LockdBackendTest, AServerThatGoesAwayFencesItsGuards) {
   EXPECT_EQ(guard.verify(), Errc::kFenceLost);
   auto next = service->context({"r2", "POST", "/", ""});
   EXPECT_THROW(next->exclusive("gone/y", 200ms), LockUnavailable);
+}
+
+// With lockd.secret_file the server wants AUTH from peers off loopback; kagi sends it on every
+// new connection when locks.lockd.secret_file is set, and a wrong one is refused (a peer on
+// loopback may skip AUTH, but a wrong secret is an error wherever it comes from).
+TEST_F(LockdBackendTest, TheSecretIsSentAndAWrongOneRefused) {
+  const std::string right = dir_.path() + "/secret", wrong = dir_.path() + "/wrong";
+  std::ofstream(right) << "s3cret\n";
+  std::ofstream(wrong) << "guess\n";
+  std::string why;
+  auto server = test_support::LockdServer::start({"--set", "lockd.secret_file=" + right}, &why);
+  ASSERT_NE(server, nullptr) << why;
+  LockOptions o = options(server->address());
+  o.lockd.secret_file = right;
+  auto good = LockService::create(o);
+  EXPECT_TRUE(good->context({"r", "GET", "/", ""})->exclusive("auth/x", 1s).held());
+  o.lockd.secret_file = wrong;
+  auto bad = LockService::create(o);
+  try {
+    bad->context({"r", "GET", "/", ""})->exclusive("auth/y", 500ms);
+    FAIL() << "locked with a wrong secret";
+  } catch (const LockUnavailable& e) {
+    EXPECT_NE(e.reason().find("AUTH refused: error bad secret"), std::string::npos) << e.reason();
+  }
 }
 
 TEST_F(LockdBackendTest, ABadAddressOrSecretFileRefusesToStart) {

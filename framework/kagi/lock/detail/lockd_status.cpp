@@ -3,7 +3,6 @@
 #include <charconv>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include <kagi/lock/detail/holder_text.hpp>
 #include <kagi/pg/options.hpp>
@@ -17,11 +16,14 @@ struct Json {
   int64_t number = 0;
   std::string text;
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;
+  // An object's members: names[i] is the name of values[i] (a vector of an incomplete type is
+  // fine, a pair of one is not).
+  std::vector<std::string> names;
+  std::vector<Json> values;
 
   const Json* field(std::string_view name) const {
-    for (const auto& [k, v] : fields) {
-      if (k == name) return &v;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return &values[i];
     }
     return nullptr;
   }
@@ -133,9 +135,11 @@ class Parser {
       out.type = Json::Type::kObject;
       if (eat('}')) return true;
       do {
-        std::pair<std::string, Json> f;
-        if (!string(f.first) || !eat(':') || !value(f.second, depth + 1)) return false;
-        out.fields.push_back(std::move(f));
+        out.names.emplace_back();
+        out.values.emplace_back();
+        if (!string(out.names.back()) || !eat(':') || !value(out.values.back(), depth + 1)) {
+          return false;
+        }
       } while (eat(','));
       return eat('}');
     }
