@@ -6,8 +6,9 @@
 # Component `dev` (package libkagi-dev): headers under include/kagi/<module>/, the static
 # libraries, the CMake package (find_package(kagi CONFIG) → kagi::kagi), kagi.pc for
 # pkg-config, and kagi's templates (error pages, static assets) under share/kagi/templates.
-# Component `demo` (package kagi-demo): kagi-demo, kagi-locks, kagi-fsck, the conf examples
-# under share/kagi/conf and the systemd units.
+# Component `demo` (package kagi-demo): kagi-demo, kagi-locks, kagi-fsck, kagi-lockd (the lock
+# server, docs/LOCKD.md), its PHP client under share/kagi/clients/php, the conf examples under
+# share/kagi/conf and the systemd units.
 #
 # Build packages from a RelWithDebInfo (or Debug) tree: Release objects are LTO-only, which
 # another compiler version cannot link.
@@ -36,7 +37,7 @@ install(FILES ${PROJECT_BINARY_DIR}/kagiConfig.cmake ${PROJECT_BINARY_DIR}/kagiC
 
 # pkg-config: static libraries, so every module and system library is in Libs, in link order.
 set(KAGI_PC_LIBS "")
-foreach(module IN ITEMS serve server fcgi stats app view offline sqlite store lock pg http config util)
+foreach(module IN ITEMS serve server fcgi stats app view offline sqlite store lock lockd pg http config util)
   if(TARGET kagi_${module})
     string(APPEND KAGI_PC_LIBS " -lkagi_${module}")
   endif()
@@ -53,12 +54,14 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${KAGI_DATA_DIR}/
         COMPONENT dev)
 
 if(KAGI_APPS)
-  install(TARGETS kagi-demo kagi-locks kagi-fsck RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-          COMPONENT demo)
+  install(TARGETS kagi-demo kagi-locks kagi-fsck kagi-lockd RUNTIME
+          DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT demo)
+  install(FILES ${PROJECT_SOURCE_DIR}/clients/php/KagiLock.php
+          DESTINATION ${KAGI_DATA_DIR}/clients/php COMPONENT demo)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/ DESTINATION ${KAGI_DATA_DIR}/conf
           COMPONENT demo)
   # The systemd units name the installed binary.
-  foreach(unit IN ITEMS kagi.service kagi.socket)
+  foreach(unit IN ITEMS kagi.service kagi.socket kagi-lockd.service)
     file(READ ${PROJECT_SOURCE_DIR}/conf/systemd/${unit} text)
     string(REPLACE "/usr/local/bin/" "${CMAKE_INSTALL_FULL_BINDIR}/" text "${text}")
     file(WRITE ${PROJECT_BINARY_DIR}/systemd/${unit} "${text}")
@@ -93,7 +96,8 @@ set(CPACK_DEBIAN_DEMO_PACKAGE_NAME kagi-demo)
 set(CPACK_COMPONENT_DEMO_DESCRIPTION
     "kagi sample site (BBS, chat, lock admin) and tools\n"
     "kagi-demo serves the sample site over FastCGI or HTTP; kagi-locks shows who holds\n"
-    "which lock; kagi-fsck checks and repairs data logs.")
+    "which lock; kagi-fsck checks and repairs data logs; kagi-lockd is a network lock\n"
+    "server for kagi and PHP sites (LOCK key / ok / close to unlock).")
 # Runtime libraries, from the binaries (dpkg-shlibdeps).
 set(CPACK_DEBIAN_DEMO_PACKAGE_SHLIBDEPS ON)
 # kagi-demo renders the templates libkagi-dev installs.

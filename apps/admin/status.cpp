@@ -135,7 +135,8 @@ void write_lease(util::JsonWriter& w, const lock::RegistryEntry& e,
       .value(e.token);
 }
 
-// An entry read from the lock server: no thread, slot, seq or client address there.
+// An entry read from the lock server: no thread, slot or seq there; the client address only
+// from kagi-lockd (empty for postgres).
 void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
                          std::chrono::system_clock::time_point now) {
   const std::optional<int64_t> for_ms = cluster_for_ms(e, now);
@@ -148,6 +149,8 @@ void write_cluster_entry(util::JsonWriter& w, const lock::RegistryEntry& e,
   }
   if (!e.waiting) w.key("long").value(for_ms.value_or(0) >= kLongHold.count());
   if (!e.record.empty()) write_lease(w, e, now);
+  // kagi-lockd knows each holder's address; PostgreSQL's entries keep their fields as they were.
+  if (!e.client_address.empty()) w.key("client_address").value(e.client_address);
   w.end_object();
 }
 
@@ -309,9 +312,10 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
-// The heading's name for a backend: "postgres" is the server people know as PostgreSQL.
+// The heading's name for a backend: the server people know.
 std::string backend_title(const std::string& backend) {
-  return backend == "postgres" ? "PostgreSQL" : backend;
+  if (backend == "postgres") return "PostgreSQL";
+  return backend == "lockd" ? "kagi-lockd" : backend;
 }
 
 // Each host's published sums, one line a host.
@@ -370,7 +374,7 @@ void cluster_text(const LockStatus& s, std::string& out) {
            (e.record.empty() ? std::string()
                              : "  lease " + lease_text(lease_left_ms(e, s.now)) + ", token " +
                                    std::to_string(e.token)) +
-           "\n";
+           (e.client_address.empty() ? "" : " from " + e.client_address) + "\n";
   };
   for (const LockRow& row : c.locks) {
     for (const auto& e : row.holders) line(row.name, "held", e);
@@ -433,6 +437,7 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
     // No route when the statement is not kagi's or hidden from this role (docs/ADMIN.md).
     r.set("ROUTE", e.method.empty() ? std::string("—") : e.method + " " + e.path);
     r.set("REQUEST_ID", e.request_id);
+    r.set("CLIENT", e.client_address.empty() ? std::string("—") : e.client_address);
     r.set("ROW_CLASS", !e.waiting && for_ms >= kLongHold.count() ? "long" : "");
     if (!e.record.empty()) {
       const int64_t left = lease_left_ms(e, s.now);
@@ -604,6 +609,7 @@ LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions&
     c.connections = cluster.connections;
     c.error = std::move(cluster.error);
     c.locks = group_entries(std::move(cluster.entries));
+    // Published host sums live in PostgreSQL (stats/cluster_stats.hpp): postgres only.
     if (c.error.empty() && c.backend == "postgres") {
       c.host_stats =
           stats::read_cluster_stats(locks.postgres, cluster_timeout, &c.host_stats_error);

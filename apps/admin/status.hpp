@@ -38,9 +38,10 @@ struct LockRow {
 
 // Every host's holders and waiters, from the lock server the hosts share
 // (kagi/lock/cluster_status.hpp). Entries carry `host` and the kagi process's `pid`; their
-// `thread`, `slot`, `seq` and `client_address` are unknown (so they cannot be revoked here).
+// `thread`, `slot` and `seq` are unknown (so they cannot be revoked here), and so is
+// `client_address` with postgres (kagi-lockd gives each holder's and waiter's address).
 struct ClusterLocks {
-  std::string backend;         // "postgres"
+  std::string backend;         // "postgres" or "lockd"
   size_t hosts = 0;            // distinct kagi hosts connected to the server now
   size_t connections = 0;      // their connections (in use or idle in a pool)
   std::string error;           // non-empty: the server could not be read (why); locks is empty

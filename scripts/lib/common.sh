@@ -14,15 +14,17 @@ KAGI_DEMO_PACKAGES=(apache2-utils)
 KAGI_DEMO_CLUSTER_PACKAGES=(postgresql nginx curl procps util-linux)
 # What the tests need on top: test frameworks, sanitizer/fuzzer runtimes, the real servers.
 # libfcgi-dev: the C FastCGI hello the HTTP benchmarks compare with; dpkg-dev: dpkg-shlibdeps,
-# with which CPack computes the .deb packages' dependencies (tests/integration/install).
+# with which CPack computes the .deb packages' dependencies (tests/integration/install);
+# php8.2-cli: kagi-lockd's PHP client and its tests (clients/php); redis-server: what the
+# kagi-lockd benchmark's smoke run compares with (tests/bench/lockd).
 KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang-format
   nginx apache2 apache2-utils spawn-fcgi python3 curl procps iproute2 chromium wrk libfcgi-dev
-  dpkg-dev doxygen postgresql nfs-kernel-server)
+  dpkg-dev doxygen postgresql nfs-kernel-server php8.2-cli redis-server)
 # (nfs-kernel-server: integration_lock_dir_nfs exports and mounts a folder over loopback where
 # the kernel has the NFS server and client; elsewhere it skips, saying why.)
 # What scripts/bench needs on top.
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev
-  postgresql)
+  postgresql redis-server)
 
 log() { printf '\n== %s\n' "$*"; }
 

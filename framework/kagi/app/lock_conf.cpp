@@ -24,6 +24,14 @@ lock::LockOptions lock_options(const Config& conf) {
   options.dir_host_id = conf.get_string("locks.dir_host_id");
   options.dir_max_clock_skew =
       std::chrono::milliseconds(conf.get_int("locks.dir_max_clock_skew_ms"));
+  options.lockd.address = conf.get_string("locks.lockd.address");
+  options.lockd.pool = static_cast<size_t>(conf.get_int("locks.lockd.pool"));
+  options.lockd.secret_file = conf.get_string("locks.lockd.secret_file");
+  options.lockd.keepalive_idle_s = static_cast<int>(conf.get_int("locks.lockd.keepalive_idle_s"));
+  options.lockd.keepalive_interval_s =
+      static_cast<int>(conf.get_int("locks.lockd.keepalive_interval_s"));
+  options.lockd.keepalive_count = static_cast<int>(conf.get_int("locks.lockd.keepalive_count"));
+  options.lockd.user_timeout_ms = static_cast<int>(conf.get_int("locks.lockd.user_timeout_ms"));
   return options;
 }
 

@@ -39,9 +39,10 @@ constexpr std::array kKeys{
             "FastCGI: a request body must arrive within this of the end of its params; "
             "slower → 408"},
     // locks
-    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres|dir",
-            "lock backend: local (one host), postgres (many hosts, advisory locks) or dir "
-            "(hosts sharing locks.dir: lock directories with leases, no database)"},
+    KeySpec{"locks.backend", kString, "local", 0, 0, "local|postgres|dir|lockd",
+            "lock backend: local (one host), postgres (many hosts, advisory locks), dir (hosts "
+            "sharing locks.dir: lock directories with leases, no database) or lockd (a "
+            "kagi-lockd server)"},
     KeySpec{"locks.dir", kString, "var/locks", 0, 0, "",
             "lock files (local), lock directories (dir: may be a folder the hosts share) and "
             "the status registry"},
@@ -79,6 +80,22 @@ constexpr std::array kKeys{
     KeySpec{"locks.dir_max_clock_skew_ms", kInt, "30000", 0, 86400000, "",
             "dir backend: a lease that expired longer ago than this by a waiter's clock is "
             "stale at once (the lease rule alone needs no clock agreement)"},
+    KeySpec{"locks.lockd.address", kString, "127.0.0.1:1006", 0, 0, "",
+            "lockd backend: where kagi-lockd listens (HOST:PORT, [V6]:PORT or unix:PATH)"},
+    KeySpec{"locks.lockd.pool", kInt, "16", 1, 10000, "",
+            "lockd backend: most connections per process (one per request holding locks)"},
+    KeySpec{"locks.lockd.secret_file", kString, "", 0, 0, "",
+            "lockd backend: file with the server's shared secret (lockd.secret_file), sent as "
+            "AUTH on each new connection; empty: none"},
+    KeySpec{"locks.lockd.keepalive_idle_s", kInt, "10", 1, 3600, "",
+            "lockd backend: idle seconds before TCP keepalive probes to the server"},
+    KeySpec{"locks.lockd.keepalive_interval_s", kInt, "3", 1, 600, "",
+            "lockd backend: seconds between keepalive probes"},
+    KeySpec{"locks.lockd.keepalive_count", kInt, "3", 1, 100, "",
+            "lockd backend: unanswered probes before the server counts as gone"},
+    KeySpec{"locks.lockd.user_timeout_ms", kInt, "20000", 0, 3600000, "",
+            "lockd backend: data the server leaves unacknowledged this long ends the connection "
+            "(0: the kernel's default)"},
     // data
     KeySpec{"data.backend", kString, "files", 0, 0, "files|postgres",
             "where the data lives: files under data.dir (one host) or PostgreSQL (many hosts)"},

@@ -5,6 +5,9 @@
 #include <set>
 
 #include <kagi/lock/detail/dir_lock.hpp>
+#include <kagi/lock/detail/holder_text.hpp>
+#include <kagi/lock/detail/lockd_client.hpp>
+#include <kagi/lock/detail/lockd_status.hpp>
 #include <kagi/pg/connection.hpp>
 
 namespace kagi::lock {
@@ -32,27 +35,6 @@ std::string locks_query(bool with_names) {
   return q;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Undoes the %XX of the statement comment (postgres_backend.cpp, append_commented).
-std::string decoded(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 &&
-        hex_value(text[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
 // "/*kagi <request id> <method> <path> */ ..." → the three fields; false if not such a comment.
 bool parse_comment(std::string_view query, RegistryEntry& e) {
   constexpr std::string_view kStart = "/*kagi ";
@@ -64,9 +46,9 @@ bool parse_comment(std::string_view query, RegistryEntry& e) {
   const size_t a = query.find(' ');
   const size_t b = a == std::string_view::npos ? a : query.find(' ', a + 1);
   if (b == std::string_view::npos) return false;
-  e.request_id = decoded(query.substr(0, a));
-  e.method = decoded(query.substr(a + 1, b - a - 1));
-  e.path = decoded(query.substr(b + 1));
+  e.request_id = detail::decode_holder_text(query.substr(0, a));
+  e.method = detail::decode_holder_text(query.substr(a + 1, b - a - 1));
+  e.path = detail::decode_holder_text(query.substr(b + 1));
   return true;
 }
 
@@ -107,6 +89,55 @@ void read_dir_status(const LockOptions& options, ClusterStatus& status) {
   status.hosts = hosts.size();
 }
 
+// kagi-lockd's STATUS (docs/LOCKD.md): every holder and waiter the server has, with the
+// client address of each; a kagi holder's label gives its host, pid and request.
+ClusterStatus read_lockd_status(const LockOptions& options, std::chrono::milliseconds timeout) {
+  ClusterStatus status;
+  status.backend = "lockd";
+  status.spans_hosts = true;
+  const auto deadline = Clock::now() + timeout;
+  std::unique_ptr<detail::LockdConnection> conn;
+  try {
+    std::error_code ec;
+    conn = detail::LockdConnection::open(detail::make_lockd_target(options.lockd), deadline, ec,
+                                         &status.error);
+  } catch (const std::invalid_argument& e) {
+    status.error = e.what();
+  }
+  if (!conn) return status;
+  std::string line;
+  // Labelled, so that this reader is not taken for a lock holder by a later STATUS.
+  std::error_code ec = conn->send("CLIENT kagi-admin\nSTATUS\n", deadline, &status.error);
+  if (!ec) ec = conn->read_line(line, deadline, &status.error);
+  if (!ec && line != "ok") {
+    status.error = "kagi-lockd " + options.lockd.address + " answered CLIENT with '" + line + "'";
+    return status;
+  }
+  const auto now = std::chrono::system_clock::now();
+  while (!ec) {
+    ec = conn->read_line(line, deadline, &status.error);
+    if (ec || line == "end") break;
+    if (!detail::parse_lockd_status_line(line, now, status.entries)) {
+      status.error = "kagi-lockd " + options.lockd.address + ": a STATUS line that does not parse";
+      status.entries.clear();
+      return status;
+    }
+  }
+  if (ec) {
+    status.entries.clear();
+    return status;
+  }
+  status.error.clear();
+  std::set<std::string> hosts, clients;
+  for (const RegistryEntry& e : status.entries) {
+    hosts.insert(e.host);
+    clients.insert(e.client_address);
+  }
+  status.hosts = hosts.size();
+  status.connections = clients.size();
+  return status;
+}
+
 }  // namespace
 
 std::error_code break_stale_lock(const LockOptions& options, std::string_view record) {
@@ -119,6 +150,7 @@ std::error_code break_stale_lock(const LockOptions& options, std::string_view re
 }
 
 ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout) {
+  if (options.backend == "lockd") return read_lockd_status(options, timeout);
   ClusterStatus status;
   status.backend = options.backend;
   if (options.backend == "dir") {

@@ -6,7 +6,9 @@
 // joined with pg_stat_activity (the connection's application_name "kagi/<host>/<pid>", and the
 // comment "/*kagi <request id> <method> <path> */" every statement of the lock layer starts
 // with) and kagi_lock_names (key → name). One query; its cost grows with the locks held on
-// the server, not with traffic (docs/ADMIN.md).
+// the server, not with traffic (docs/ADMIN.md). With the lockd backend it is kagi-lockd's
+// STATUS: every holder and waiter with its client address, and kagi's CLIENT label (host,
+// pid, request) where the holder is a kagi process (docs/LOCKD.md).
 #pragma once
 
 #include <chrono>
@@ -20,14 +22,15 @@ namespace kagi::lock {
 
 struct ClusterStatus {
   // False for a backend whose locks live on one host (local): the registry shows them all and
-  // nothing else is read.
+  // nothing else is read. True for postgres and lockd.
   bool spans_hosts = false;
   std::string backend;
   // Every holder and waiter on the server. `host` and `pid` are the kagi process's (from
   // application_name); `name` is "#<key>" for a key kagi_lock_names does not know; `since` is
   // the wait's start for a waiter and, for a holder, the start of its connection's latest
   // statement (the lock's or a later one of the same request). `thread`, `slot`, `seq` are
-  // not known here. A session of another role whose statements this role may not read
+  // not known here; `client_address` is the holder's address as kagi-lockd sees it (lockd
+  // only). A session of another role whose statements this role may not read
   // (pg_read_all_stats) has the request id "(hidden: ...)" and no `since` (the epoch).
   std::vector<RegistryEntry> entries;
   size_t hosts = 0;        // distinct kagi hosts connected now

@@ -8,6 +8,7 @@
 #include <kagi/lock/detail/dir_lock.hpp>
 
 #include <kagi/pg/options.hpp>
+#include <kagi/util/endpoint.hpp>
 #include <kagi/util/process.hpp>
 
 namespace kagi::lock {
@@ -42,6 +43,18 @@ std::string database_of(const std::string& dsn) {
   return "host=" + host + " port=" + port + " dbname=" + dbname;
 }
 
+// One kagi-lockd server: its address, and the host's name too when that address means "this
+// host" (loopback, a unix socket), which two web hosts would each resolve to a server of
+// their own.
+std::string lockd_domain(const LockdOptions& options) {
+  util::Endpoint ep;
+  const bool parsed = util::parse_endpoint(options.address, ep, nullptr);
+  if (parsed && !ep.is_unix && !util::is_loopback(ep.sockaddr_ptr())) {
+    return "lockd address=" + options.address;
+  }
+  return "lockd host=" + util::host_name() + " address=" + options.address;
+}
+
 }  // namespace
 
 std::string lock_domain(const LockOptions& options) {
@@ -56,6 +69,7 @@ std::string lock_domain(const LockOptions& options) {
     }
     return "dir id=" + id;
   }
+  if (options.backend == "lockd") return lockd_domain(options.lockd);
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::weakly_canonical(options.dir, ec);
   if (ec) dir = std::filesystem::absolute(options.dir, ec);

@@ -9,8 +9,23 @@
 
 namespace kagi::lock {
 
+// The lockd backend (locks.lockd.*): where kagi-lockd listens, how many connections a process
+// keeps, and the dead-peer bounds of those connections (docs/LOCKD.md).
+struct LockdOptions {
+  std::string address = "127.0.0.1:1006";  // HOST:PORT, [V6]:PORT or unix:PATH
+  size_t pool = 16;                        // most connections per process
+  std::string secret_file;  // the server's shared secret (AUTH), for a server on another host
+  int keepalive_idle_s = 10;
+  int keepalive_interval_s = 3;
+  int keepalive_count = 3;
+  int user_timeout_ms = 20000;
+  // How long after a wait's deadline the client still waits for the server's answer (the
+  // server ends the wait itself at the deadline) before it gives the connection up.
+  std::chrono::milliseconds grace{250};
+};
+
 struct LockOptions {
-  std::string backend = "local";  // locks.backend: "local" | "postgres" | "dir"
+  std::string backend = "local";  // locks.backend: "local" | "postgres" | "dir" | "lockd"
   // locks.dir (created if missing): the local backend's lock files, and with every backend
   // this host's status registry and stats files (with `dir`, under hosts/<host id>/: the
   // folder may be shared by several hosts, see host_state_dir()).
@@ -37,6 +52,7 @@ struct LockOptions {
   std::chrono::milliseconds dir_lease{10000};           // locks.dir_lease_ms
   std::string dir_host_id;                              // locks.dir_host_id ("": the host name)
   std::chrono::milliseconds dir_max_clock_skew{30000};  // locks.dir_max_clock_skew_ms
+  LockdOptions lockd;                                   // the lockd backend (locks.lockd.*)
 
   // Tuning (no conf keys yet; the defaults are what the benchmarks were run with).
   size_t max_idle_fds = 1024;    // lock file descriptors kept open for names not in use

@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include <kagi/pg/errors.hpp>
+#include <kagi/util/wait_fd.hpp>
 
 namespace kagi::pg {
 namespace {
@@ -162,18 +163,7 @@ std::error_code Connection::fail(Errc errc, std::string* why, std::string_view d
 
 bool Connection::wait_socket(short events, Clock::time_point deadline) {
   const int fd = PQsocket(conn_);
-  if (fd < 0) return false;
-  for (;;) {
-    const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) return false;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    const timespec timeout{static_cast<time_t>(ns / 1000000000),
-                           static_cast<long>(ns % 1000000000)};
-    pollfd p{fd, events, 0};
-    const int n = ppoll(&p, 1, &timeout, nullptr);
-    if (n > 0) return true;  // ready, or an error / hang-up that the next libpq call reports
-    if (n < 0 && errno != EINTR) return true;
-  }
+  return fd >= 0 && util::wait_fd(fd, events, deadline);
 }
 
 std::error_code Connection::exec(std::string_view sql, Clock::time_point deadline, Reply& reply,

@@ -5,6 +5,7 @@
 //   ...
 //   pool.give_back(std::move(conn));             // broken ones are closed, freeing a place
 //
+// The pooling is util/bounded_pool.hpp's; this adds PostgreSQL's connect and on_connect hook.
 // At most `max` connections exist at once (idle, in use, or being opened). take() waits for a
 // free place until its deadline (Errc::kPoolExhausted then). An idle connection the server
 // closed meanwhile (restart, terminated) is noticed when it is taken and replaced. After a
@@ -22,8 +23,7 @@
 
 #include <kagi/pg/connection.hpp>
 #include <kagi/pg/options.hpp>
-#include <kagi/util/mutex.hpp>
-#include <kagi/util/thread_annotations.hpp>
+#include <kagi/util/bounded_pool.hpp>
 
 namespace kagi::pg {
 
@@ -47,28 +47,24 @@ class Pool {
   // A connection that is not broken, or null with Errc::kPoolExhausted / kUnavailable /
   // kTimeout / kBadOptions in `ec` and the reason in `why`.
   std::unique_ptr<Connection> take(Clock::time_point deadline, std::error_code& ec,
-                                   std::string* why) KAGI_EXCLUDES(mu_);
+                                   std::string* why) {
+    return pool_.take(deadline, ec, why);
+  }
   // Returns a taken connection for the next take(). A broken one is closed instead and the
   // idle connections with it (they most likely broke the same way, e.g. a server restart).
-  void give_back(std::unique_ptr<Connection> conn) KAGI_EXCLUDES(mu_);
+  void give_back(std::unique_ptr<Connection> conn) { pool_.give_back(std::move(conn)); }
   // Closes a taken connection that works but must not be used again (its session holds state
   // that only its end clears), freeing its place.
-  void discard(std::unique_ptr<Connection> conn) KAGI_EXCLUDES(mu_);
+  void discard(std::unique_ptr<Connection> conn) { pool_.discard(std::move(conn)); }
 
   size_t max() const { return options_.max; }
-  size_t open_connections() const KAGI_EXCLUDES(mu_);
-  size_t idle_connections() const KAGI_EXCLUDES(mu_);
+  size_t open_connections() const { return pool_.open_connections(); }
+  size_t idle_connections() const { return pool_.idle_connections(); }
   const PoolOptions& options() const { return options_; }
 
  private:
   const PoolOptions options_;
-  mutable util::Mutex mu_;
-  util::CondVar freed_;
-  std::vector<std::unique_ptr<Connection>> idle_ KAGI_GUARDED_BY(mu_);
-  size_t open_ KAGI_GUARDED_BY(mu_) = 0;  // idle + taken + being opened
-  Clock::time_point failed_until_ KAGI_GUARDED_BY(mu_);
-  std::error_code failed_ec_ KAGI_GUARDED_BY(mu_);
-  std::string failed_why_ KAGI_GUARDED_BY(mu_);
+  util::BoundedPool<Connection> pool_;
 };
 
 }  // namespace kagi::pg

@@ -1,7 +1,6 @@
 #include <kagi/serve/serve.hpp>
 
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -17,6 +16,7 @@
 #include <kagi/server/http_server.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/memory.hpp>
+#include <kagi/util/process.hpp>
 
 namespace kagi {
 namespace {
@@ -33,28 +33,6 @@ struct FrontEndChoice {
   std::optional<std::string> http;
   std::optional<std::string> fcgi;
 };
-
-// Every connection (web server, parked long-poll, idle keep-alive) costs a descriptor, and
-// the soft limit systemd and shells give (often 1024) is far below the hard one: raise it,
-// so a busy site runs out of descriptors at the hard limit (LimitNOFILE= in
-// conf/systemd/kagi.service), not at a default nobody chose. Logged either way, so the
-// limit in force is in the log.
-void raise_open_file_limit(const std::string& program) {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
-  const rlim_t before = lim.rlim_cur;
-  if (lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) lim.rlim_cur = before;
-  }
-  auto text = [](rlim_t n) {
-    return n == RLIM_INFINITY ? std::string("unlimited") : std::to_string(n);
-  };
-  std::string line = program + ": open files limit " + text(lim.rlim_cur);
-  if (lim.rlim_cur != before) line += " (raised from " + text(before) + ")";
-  if (lim.rlim_cur < 4096) line += "; low for a busy site: raise LimitNOFILE= / ulimit -Hn";
-  util::log_info(line);
-}
 
 bool fd0_is_socket() {
   struct stat st {};
@@ -140,7 +118,7 @@ int serve(int argc, char** argv, const std::vector<AppModule>& modules,
   signal(SIGPIPE, SIG_IGN);
   // Request-sized blocks stay in the heap between requests (util/memory.hpp).
   util::tune_malloc_for_requests();
-  raise_open_file_limit(program);
+  util::raise_open_file_limit(program);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);

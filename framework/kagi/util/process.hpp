@@ -20,4 +20,9 @@ uint64_t fork_generation();
 // gethostname(2); empty if it fails. A system call each time: for start-up, not requests.
 std::string host_name();
 
+// Raises the soft limit on open files to the hard one and logs the limit in force (a server's
+// connections each cost a descriptor, and the soft default, often 1024, is nobody's choice):
+// "<program>: open files limit 65536 (raised from 1024)".
+void raise_open_file_limit(const std::string& program);
+
 }  // namespace kagi::util

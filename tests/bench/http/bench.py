@@ -576,12 +576,14 @@ def write_report(path, bench, results, command):
                       else "within"), ""]
     lines += ["The lock-layer and storage micro-benchmarks (Google Benchmark) follow: "
               "`scripts/bench --micro` regenerates that section alone.", ""]
-    # Keep the micro-benchmark section (tests/bench/micro/micro_report.py writes it).
+    # Keep the micro-benchmark and kagi-lockd sections (tests/bench/micro/micro_report.py and
+    # tests/bench/lockd/lockd_bench.py write them).
     old = open(path).read() if os.path.exists(path) else ""
-    begin, end = "<!-- micro:begin -->", "<!-- micro:end -->"
-    if begin in old and end in old:
-        lines.append(old[old.index(begin):old.index(end) + len(end)])
-        lines.append("")
+    for begin, end in (("<!-- micro:begin -->", "<!-- micro:end -->"),
+                       ("<!-- lockd:begin -->", "<!-- lockd:end -->")):
+        if begin in old and end in old:
+            lines.append(old[old.index(begin):old.index(end) + len(end)])
+            lines.append("")
     open(path, "w").write("\n".join(lines))
 
 

@@ -121,6 +121,8 @@ def deb_packages(fail, env, build):
         text = run(fail, ["/usr/bin/kagi-demo", "--help"], "installed kagi-demo --help")
         fail.check("usage: kagi-demo" in text, "installed kagi-demo prints its usage")
         text = run(fail, ["/usr/bin/kagi-locks", "--help"], "installed kagi-locks --help")
+        text = run(fail, ["/usr/bin/kagi-lockd", "--help"], "installed kagi-lockd --help")
+        fail.check("usage: kagi-lockd" in text, "installed kagi-lockd prints its usage")
         fail.check(os.path.exists("/usr/include/kagi/serve/serve.hpp"),
                    "libkagi-dev installed the headers under /usr/include/kagi/")
         # The tutorial against the packaged kagi, found on the default path.
@@ -138,7 +140,9 @@ def test(env, fail):
     run(fail, ["cmake", "--install", build, "--prefix", prefix], "cmake --install")
     for path in ("include/kagi/lock/guard.hpp", "include/kagi/serve/serve.hpp",
                  "lib/cmake/kagi/kagiConfig.cmake", "lib/pkgconfig/kagi.pc", "bin/kagi-demo",
-                 "share/kagi/templates/errors/error.html", "lib/systemd/system/kagi.service"):
+                 "share/kagi/templates/errors/error.html", "lib/systemd/system/kagi.service",
+                 "bin/kagi-lockd", "lib/systemd/system/kagi-lockd.service",
+                 "share/kagi/clients/php/KagiLock.php"):
         fail.check(os.path.exists(os.path.join(prefix, path)), "installed " + path)
     installed_headers = glob.glob(os.path.join(prefix, "include", "**", "*.hpp"), recursive=True)
     fail.check(all("/include/kagi/" in h for h in installed_headers),

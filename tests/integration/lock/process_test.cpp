@@ -1,9 +1,10 @@
 // The lock layer across real processes: every child makes its own LockService after fork(),
 // exactly as a pre-forked FastCGI worker does. Each test runs on every backend: with `local`
-// the children share one lock directory (one host); with `postgres` each child plays a web host
-// of its own (its own locks.dir, registry and in-process table) and they share only the
-// PostgreSQL server (tests/unit/support/pg_cluster.hpp); with `dir` they share one locks.dir
-// (one host id, so a dead holder's pid is checked).
+// the children share one lock directory (one host); with `postgres` and `lockd` each child
+// plays a web host of its own (its own locks.dir, registry and in-process table) and they share
+// only the PostgreSQL server (tests/unit/support/pg_cluster.hpp) or one kagi-lockd process
+// (tests/support/lockd_server.hpp); with `dir` they share one locks.dir (one host id, so a dead
+// holder's pid is checked).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
 #include "../../support/child_process.hpp"
+#include "../../support/lockd_server.hpp"
 #include "../../unit/support/pg_cluster.hpp"
 
 namespace kagi::lock {
@@ -48,6 +50,12 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
       pg_ = pg;
       dsn_ = pg->dsn();
     }
+    if (lockd()) {
+      std::string why;
+      auto* server = test_support::LockdServer::shared(&why);
+      ASSERT_NE(server, nullptr) << why;
+      lockd_ = server;
+    }
   }
   void TearDown() override {
     std::error_code ec;
@@ -55,17 +63,19 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
   }
   bool postgres() const { return GetParam() == "postgres"; }
   bool dir() const { return GetParam() == "dir"; }
+  bool lockd() const { return GetParam() == "lockd"; }
 
   // The lock service of a process. With postgres every call is a host of its own.
   std::unique_ptr<LockService> service(std::chrono::milliseconds timeout = 10s) {
     LockOptions options;
     options.backend = GetParam();
     options.dir = root_ + "/locks";
-    if (postgres())
+    if (postgres() || lockd())
       options.dir += "/host" + std::to_string(++hosts_) + "-" + std::to_string(getpid());
     options.timeout = timeout;
     options.postgres.dsn = dsn_;
     options.dir_host_id = "h";
+    options.lockd.address = lockd_ ? lockd_->address() : "";
     return LockService::create(options);
   }
 
@@ -80,6 +90,7 @@ class ProcessTest : public ::testing::TestWithParam<std::string> {
   std::string root_;
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
+  test_support::LockdServer* lockd_ = nullptr;
   int hosts_ = 0;
 };
 
@@ -103,7 +114,7 @@ TEST_P(ProcessTest, TortureCounterIsExact) {
   // Each postgres grant is a few round trips to the server: fewer increments there.
   constexpr int kProcesses = 8, kThreads = 4;
   // dir: each grant is about ten metadata changes on the filesystem, and waiters poll.
-  const int kTotal = dir() ? 4'000 : postgres() ? 16'000 : 100'000;
+  const int kTotal = dir() ? 4'000 : postgres() ? 16'000 : lockd() ? 32'000 : 100'000;
   const int kPerThread = kTotal / (kProcesses * kThreads);
   const std::string counter = root_ + "/counter";
   {
@@ -181,7 +192,7 @@ struct HistoryState {
 // an exclusive one.
 TEST_P(ProcessTest, RandomMixedHistoriesKeepExclusion) {
   constexpr int kProcesses = 4, kThreads = 2;
-  const int kOps = dir() ? 500 : postgres() ? 2'500 : 12'500;
+  const int kOps = dir() ? 500 : postgres() ? 2'500 : lockd() ? 5'000 : 12'500;
   HistoryState* state = shared_block<HistoryState>();
   ProcessReport* reports = shared_block<ProcessReport>(kProcesses);
   ASSERT_TRUE(state && reports);
@@ -301,6 +312,7 @@ TEST_P(ProcessTest, SigkillFreesTheLockToABlockedWaiter) {
     blocked = postgres() ? sql("SELECT count(*) FROM pg_locks WHERE NOT granted AND " +
                                key_filter("crash/me")) == "1"
               : dir()    ? true
+              : lockd()  ? lockd_->waiters("crash/me") == 1
                          : blocked_in_syscall(waiter_tid.load(), SYS_flock);
     if (!blocked) std::this_thread::sleep_for(1ms);
   }
@@ -368,7 +380,8 @@ TEST_P(ProcessTest, PThenQAgainstQThenPAcrossProcessesEnds) {
   for (int fd : {held[0], held[1], go_a[0], go_a[1], go_b[0], go_b[1]}) ::close(fd);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ProcessTest, ::testing::Values("local", "postgres", "dir"),
+INSTANTIATE_TEST_SUITE_P(Backends, ProcessTest,
+                         ::testing::Values("local", "postgres", "dir", "lockd"),
                          [](const auto& info) { return info.param; });
 
 // What only a lock server's sessions have: a holder that stops answering (SIGSTOP stands for a

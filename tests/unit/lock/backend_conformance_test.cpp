@@ -1,8 +1,9 @@
 // The lock-backend conformance suite: what every backend must do, run against each one through
 // the public API (LockService / LockContext), the way handlers use it. The postgres runs use a
-// real server (tests/unit/support/pg_cluster.hpp), and two LockServices play two web hosts:
-// each has its own locks.dir (own registry, own in-process table), so they share nothing but
-// the backend. The dir runs share one locks.dir (the folder hosts would mount) and differ in
+// real server (tests/unit/support/pg_cluster.hpp), the lockd runs a real kagi-lockd process
+// (tests/support/lockd_server.hpp), and two LockServices play two web hosts: each has its own
+// locks.dir (own registry, own in-process table), so they share nothing but the backend. The
+// dir runs share one locks.dir (the folder hosts would mount) and differ in
 // locks.dir_host_id, so each "host" has its own registry and in-process table there.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include <kagi/lock/detail/postgres_keys.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/pg/connection.hpp>
+#include "../../support/lockd_server.hpp"
 #include "../support/pg_cluster.hpp"
 #include "../support/temp_dir.hpp"
 
@@ -46,9 +48,20 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
       pg_ = pg;
       dsn_ = pg->dsn();
     }
+    if (lockd()) {
+      if (std::string(KAGI_LOCKD_BIN).empty())
+        GTEST_SKIP() << "built without kagi-lockd (KAGI_APPS=OFF)";
+      std::string why;
+      auto* server = test_support::LockdServer::shared(&why);
+      ASSERT_NE(server, nullptr) << why;
+      lockd_ = server;
+    }
   }
   bool postgres() const { return GetParam() == "postgres"; }
   bool dir() const { return GetParam() == "dir"; }
+  bool lockd() const { return GetParam() == "lockd"; }
+  // The backends whose locks live in a server that every "host" shares.
+  bool remote() const { return postgres() || lockd(); }
 
   // Host `host`'s lock service with the backend under test. With postgres each host has its own
   // locks.dir; the local backend is one host's by design, so its "hosts" are two services on
@@ -57,7 +70,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
                                     bool order_fail = false) {
     LockOptions options;
     options.backend = GetParam();
-    options.dir = dir_.path() + "/host" + std::to_string(postgres() ? host : 0);
+    options.dir = dir_.path() + "/host" + std::to_string(remote() ? host : 0);
     if (dir()) {
       options.dir = dir_.path() + "/shared";
       options.dir_host_id = "host" + std::to_string(host);
@@ -66,6 +79,8 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
     options.order_check_fail = order_fail;
     options.postgres.dsn = dsn_;
     options.postgres_pool = 32;
+    options.lockd.address = lockd_ ? lockd_->address() : "";
+    options.lockd.pool = 32;
     return LockService::create(options);
   }
   static std::unique_ptr<LockContext> request(LockService& service, const std::string& id) {
@@ -86,6 +101,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
       if (n) std::this_thread::sleep_for(5ms);
       return n;
     }
+    if (lockd()) return static_cast<size_t>(lockd_->waiters(name));
     if (!postgres()) {
       size_t n = 0;
       for (const RegistryEntry& e : service.snapshot().entries) n += e.name == name && e.waiting;
@@ -106,6 +122,7 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
   test_support::TempDir dir_;
   test_support::PgCluster* pg_ = nullptr;
   std::string dsn_;
+  test_support::LockdServer* lockd_ = nullptr;
 };
 
 TEST_P(BackendTest, ExclusiveExcludesAnotherHost) {
@@ -159,7 +176,7 @@ TEST_P(BackendTest, AWaitingWriterIsNotOvertakenByLaterReaders) {
   // dir: the writer's intent stops every host's new readers (a third host here: a reader
   // joining its own host's reader entry looks for an intent once per batch, as local does).
   auto c = dir() ? host(3) : nullptr;
-  auto r2 = request(postgres() ? *a : dir() ? *c : *b, "r2");
+  auto r2 = request(remote() ? *a : dir() ? *c : *b, "r2");
   EXPECT_THROW(r2->shared("conf/w", 50ms), LockBusy);
   EXPECT_FALSE(writer_got);
   reader.release();
@@ -187,7 +204,7 @@ TEST_P(BackendTest, WaitersAreServedInArrivalOrder) {
   }
   held.release();
   for (auto& t : threads) t.join();
-  if (postgres()) {
+  if (remote()) {
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   } else {
     // Across hosts, local locks are one queue per process plus the kernel's flock, which is
@@ -317,7 +334,7 @@ TEST_P(BackendTest, ManyNamesLeaveNothingBehind) {
   auto a = host(1);
   // dir: about ten filesystem calls per name, each a metadata change (and a fencing counter
   // file left per name): 1,000 here.
-  const int names = dir() ? 1000 : postgres() ? 5000 : 20000;
+  const int names = dir() ? 1000 : postgres() ? 5000 : lockd() ? 10000 : 20000;
   for (int i = 0; i < names; ++i) {
     auto r = request(*a, "n");
     auto g = r->exclusive("many/" + std::to_string(i));
@@ -328,6 +345,9 @@ TEST_P(BackendTest, ManyNamesLeaveNothingBehind) {
   EXPECT_EQ(a->active_names(), 0u);
   if (postgres()) {
     EXPECT_EQ(advisory_locks(), 0u);
+  }
+  if (lockd()) {  // the server keeps nothing of a key nobody holds or waits for
+    EXPECT_EQ(lockd_->status(), std::vector<std::string>());
   }
 }
 
@@ -340,7 +360,8 @@ TEST_P(BackendTest, VerifyHoldsWhileTheLockIsHeld) {
   EXPECT_EQ(g.verify(), Errc::kReleased);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendTest, ::testing::Values("local", "postgres", "dir"),
+INSTANTIATE_TEST_SUITE_P(Backends, BackendTest,
+                         ::testing::Values("local", "postgres", "dir", "lockd"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include <kagi/lock/lock_domain.hpp>
+#include <kagi/util/process.hpp>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -38,6 +39,18 @@ TEST(LockDomain, PostgresIsTheDatabaseWhateverTheRoleOrTheSpelling) {
   EXPECT_NE(lock_domain(a), lock_domain(c));
   EXPECT_NE(lock_domain(a), lock_domain(d));
   EXPECT_EQ(lock_domain(a).find("secret"), std::string::npos);
+}
+
+// One kagi-lockd is one domain; "127.0.0.1:1006" (or a unix socket) is a server per host.
+TEST(LockDomain, LockdIsTheServerAndLoopbackIsPerHost) {
+  LockOptions a, b, c;
+  a.backend = b.backend = c.backend = "lockd";
+  a.lockd.address = "10.0.0.5:1006";
+  b.lockd.address = "127.0.0.1:1006";
+  c.lockd.address = "unix:/run/kagi/lockd.sock";
+  EXPECT_EQ(lock_domain(a), "lockd address=10.0.0.5:1006");
+  EXPECT_EQ(lock_domain(b), "lockd host=" + util::host_name() + " address=127.0.0.1:1006");
+  EXPECT_NE(lock_domain(c).find("host=" + util::host_name()), std::string::npos);
 }
 
 }  // namespace

@@ -58,8 +58,10 @@ std::unique_ptr<Backend> make_backend(const LockOptions& options) {
     check_dir_options(options);
     return make_dir_backend(options);
   }
+  if (options.backend == "lockd") return make_lockd_backend(options);
   throw std::invalid_argument("locks.backend = '" + options.backend +
-                              "' is not a lock backend; use \"local\", \"postgres\" or \"dir\"");
+                              "' is not a lock backend; use \"local\", \"postgres\", \"dir\" "
+                              "or \"lockd\"");
 }
 
 }  // namespace kagi::lock

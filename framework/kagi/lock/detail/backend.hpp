@@ -1,5 +1,5 @@
 // lock/detail/backend.hpp — the interface every lock backend implements (local, postgres and
-// dir now; lockd later), and the factories.
+// dir and lockd), and the factories.
 //
 // A Backend lives as long as its LockService. It opens one Session per LockContext: remote
 // backends put one connection behind a session, so one request's locks share one connection
@@ -102,6 +102,10 @@ std::unique_ptr<Backend> make_dir_backend(const LockOptions& options);
 // Throws std::invalid_argument for dir options that cannot work (a lease under 100 ms, a host
 // id that cannot name a file).
 void check_dir_options(const LockOptions& options);
+// The `lockd` backend: locks held by kagi-lockd over one pooled connection per lock context
+// (lock/detail/lockd_backend.cpp). Throws std::invalid_argument for a bad locks.lockd.address
+// or an unreadable secret file; connects to nothing until a request takes a lock.
+std::unique_ptr<Backend> make_lockd_backend(const LockOptions& options);
 
 // The backend `options.backend` names.
 std::unique_ptr<Backend> make_backend(const LockOptions& options);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <kagi/lock/detail/backend.hpp>
+#include <kagi/lock/detail/holder_text.hpp>
 #include <kagi/lock/detail/log.hpp>
 #include <kagi/lock/detail/names.hpp>
 #include <kagi/lock/detail/postgres_keys.hpp>
@@ -236,30 +237,11 @@ class PostgresBackend : public Backend {
   std::atomic<size_t> active_{0};  // held + waited for in this process
 };
 
-// Keeps [A-Za-z0-9/._~-] of `text` and writes the rest as %XX: no '*' can close the comment
-// it goes into, and nothing the client sent can reach SQL.
-void append_commented(std::string& out, std::string_view text, size_t max) {
-  static const char kHex[] = "0123456789ABCDEF";
-  for (unsigned char c : text.substr(0, max)) {
-    if (std::isalnum(c) || std::strchr("/._~-", c)) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-}
-
+// The request in a comment every statement starts with: pg_stat_activity shows it, and the
+// encoding (detail/holder_text.hpp) keeps anything the client sent from ending the comment.
 std::string make_comment(const HolderInfo& who) {
-  std::string out = "/*kagi ";
-  append_commented(out, who.request_id, 40);
-  out += ' ';
-  append_commented(out, who.method, 16);
-  out += ' ';
-  append_commented(out, who.path, 160);
-  out += " */ ";  // the space: a path ending in '/' must not make "/*" with the closing star
-  return out;
+  // The space before the end: a path ending in '/' must not make "/*" with the closing star.
+  return "/*kagi " + detail::holder_fields(who) + " */ ";
 }
 
 std::string_view lock_function(Mode mode, bool wait) {

@@ -1,0 +1,106 @@
+"""Compatibility with the classic clients: kagi-lockd driven by a client that speaks exactly
+the seed's bytes (seed_client.py) and by the project's PHP client (clients/php/KagiLock.php,
+through hold.php), each as separate processes: one holds, another is granted only after the
+first closes; a holder killed with SIGKILL hands the lock to the waiter within 50 ms (printed).
+
+    python3 compat_test.py --lockd BUILD/apps/lockd/kagi-lockd --source SRC [--php php]
+"""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lockd_harness import Checks, Lockd, parse_args, status  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def spawn(kind, args, port, key):
+    if kind == "seed":
+        cmd = [sys.executable, os.path.join(HERE, "seed_client.py"), str(port), key]
+    else:
+        cmd = [args.php, os.path.join(HERE, "hold.php"),
+               os.path.join(args.source, "clients", "php", "KagiLock.php"),
+               "127.0.0.1:%d" % port, key]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def line_within(proc, seconds):
+    """The process's next stdout line, or None if none comes within `seconds`."""
+    ready, _, _ = select.select([proc.stdout], [], [], seconds)
+    return proc.stdout.readline().strip() if ready else None
+
+
+def waiting(port, key, n):
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for line in status(port):
+            if line.startswith(b'{"key":"%s"' % key.encode()) and line.count(b'"waiting_ms"') == n:
+                return True
+        time.sleep(0.005)
+    return False
+
+
+def run(kind_holder, kind_waiter, args, server, checks):
+    key = "compat/%s-%s" % (kind_holder, kind_waiter)
+    what = "%s holder, %s waiter" % (kind_holder, kind_waiter)
+    holder = spawn(kind_holder, args, server.port, key)
+    first = line_within(holder, 10)
+    if kind_holder == "seed":
+        # The exact bytes the classic client reads: "ok" and one '\n'.
+        checks.check(first is not None and first.split()[1] == b"ok\n".hex(),
+                     "%s: the holder reads exactly b'ok\\n' (%s)" % (what, first))
+    else:
+        checks.check(first is not None and first.startswith("granted"),
+                     "%s: the holder is granted (%s)" % (what, first))
+    waiter = spawn(kind_waiter, args, server.port, key)
+    checks.check(waiting(server.port, key, 1), "%s: the waiter queues in STATUS" % what)
+    checks.check(line_within(waiter, 0.3) is None, "%s: the waiter is not granted while the "
+                 "holder holds" % what)
+    holder.stdin.write("close\n")
+    holder.stdin.flush()
+    closed = line_within(holder, 5)
+    granted = line_within(waiter, 5)
+    ok = closed is not None and granted is not None
+    if ok:
+        t_closed = int(closed.split()[1])
+        t_granted = int(granted.split()[-1])
+        ok = t_granted >= t_closed
+        print("     granted %.2f ms after the holder closed" % ((t_granted - t_closed) / 1e6))
+    checks.check(ok, "%s: the waiter is granted only after the holder closes (%s, %s)" %
+                 (what, closed, granted))
+    holder.stdin.close()
+    holder.wait()
+    # Now the waiter holds: a third process waits, and the holder is killed with SIGKILL.
+    third = spawn(kind_holder, args, server.port, key)
+    checks.check(waiting(server.port, key, 1), "%s: a third process queues" % what)
+    t_kill = time.monotonic_ns()
+    os.kill(waiter.pid, signal.SIGKILL)
+    got = line_within(third, 5)
+    ok = got is not None
+    if ok:
+        latency_ms = (int(got.split()[-1]) - t_kill) / 1e6
+        print("     SIGKILL of the holder -> waiter granted in %.2f ms (goal 50 ms)" % latency_ms)
+        ok = latency_ms < 50
+    checks.check(ok, "%s: SIGKILL of the holder frees the lock within 50 ms" % what)
+    waiter.wait()
+    third.stdin.close()
+    third.wait()
+    checks.check(status(server.port) == [], "%s: nothing is left on the server" % what)
+
+
+def main():
+    args = parse_args()
+    checks = Checks()
+    with Lockd(args.lockd) as server:
+        for holder, waiter in (("seed", "seed"), ("php", "php"), ("seed", "php"), ("php", "seed")):
+            run(holder, waiter, args, server, checks)
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()

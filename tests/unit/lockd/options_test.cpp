@@ -1,0 +1,68 @@
+// lockd/options.hpp: the [lockd] keys, conf/kagi-lockd.toml as their reference, and the
+// options kagi-lockd reads from them.
+#include <kagi/lockd/options.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdio>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace kagi::lockd {
+namespace {
+
+config::Schema lockd_schema() {
+  config::Schema schema = config::Schema::framework();
+  schema.add_section("lockd", conf_keys(), "kagi-lockd");
+  return schema;
+}
+
+TEST(LockdOptions, ShippedFileStatesEveryDefault) {
+  const std::string path = std::string(KAGI_SOURCE_DIR) + "/conf/kagi-lockd.toml";
+  const Config shipped = Config::load(lockd_schema(), path, {});
+  EXPECT_EQ(shipped.dump(), Config::defaults(lockd_schema()).dump());
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& spec : conf_keys()) {
+    const std::string key(spec.key);
+    EXPECT_NE(text.find("\n" + key.substr(key.find('.') + 1) + " = "), std::string::npos)
+        << key << " is not documented";
+  }
+}
+
+TEST(LockdOptions, DefaultsAreTheSeedsPortOnLoopback) {
+  const ServerOptions o = server_options(Config::defaults(lockd_schema()));
+  EXPECT_EQ(o.listen, std::vector<std::string>{"127.0.0.1:1006"});
+  EXPECT_EQ(o.socket_mode, 0660);
+  EXPECT_TRUE(o.allow.empty());
+  EXPECT_TRUE(o.secret.empty());
+  EXPECT_EQ(o.max_key_bytes, 256u);
+}
+
+TEST(LockdOptions, SecretFileAndBadValues) {
+  char path[] = "/tmp/kagi-lockd-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "s3cret\n", 7), 7);
+  ::close(fd);
+  const std::string file(path);
+  ServerOptions o = server_options(
+      Config::load(lockd_schema(), std::nullopt,
+                   {"lockd.secret_file=" + file, "lockd.allow=10.0.0.0/8,192.0.2.7"}));
+  EXPECT_EQ(o.secret, "s3cret");
+  EXPECT_EQ(o.allow, (std::vector<std::string>{"10.0.0.0/8", "192.0.2.7"}));
+  ::unlink(path);
+  EXPECT_THROW(
+      server_options(Config::load(lockd_schema(), std::nullopt, {"lockd.secret_file=" + file})),
+      ConfigError);
+  EXPECT_THROW(
+      server_options(Config::load(lockd_schema(), std::nullopt, {"lockd.socket_mode=0999"})),
+      ConfigError);
+  EXPECT_THROW(Config::load(lockd_schema(), std::nullopt, {"lockd.max_key_bytes=0"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace kagi::lockd
