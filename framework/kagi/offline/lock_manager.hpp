@@ -5,7 +5,7 @@
 //   offline::LockManager& m = ctx.offline;
 //   auto grant = m.acquire("bbs/post/general/42", Kind::kExclusiveWrite,
 //                          {ctx.session.owner(), "alice"}, 10min).value();
-//   if (!grant.granted()) { /* tell the user now, before they type: grant.holders[0] ... */ }
+//   if (!grant.granted()) show_who_edits(grant.holders[0]);   // now, before they type
 //   ...                                   // later requests: renew(), then release()
 //
 // The kinds are Fowler's (Patterns of Enterprise Application Architecture):

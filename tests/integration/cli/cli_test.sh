@@ -52,7 +52,7 @@ expect 2 "locks.postgres.dsn" -- --set locks.backend=postgres --set "templates.d
 expect 2 "does not parse" -- --set locks.backend=postgres --set "locks.postgres.dsn=host='oops" \
   --set "templates.dir=$src/templates" --set "data.dir=$tmp/data" --set "locks.dir=$tmp/locks" \
   --http 127.0.0.1:0
-expect 2 "local|postgres" -- --set locks.backend=lockd
+expect 2 'local|postgres|dir|lockd' -- --set locks.backend=redis
 printf '[locks.postgres]\ndns = "host=db1"\n' >"$tmp/pgtypo.toml"
 expect 2 "locks.postgres.dns" -- --conf "$tmp/pgtypo.toml"
 expect 0 "server.threads = 8" -- --conf "$src/conf/kagi.toml" --set server.threads=8 --print-config

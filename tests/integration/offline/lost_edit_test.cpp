@@ -46,9 +46,9 @@ constexpr const char* kPostFile = "post.txt";
 constexpr const char* kEditKey = "bbs/post/general/1";
 
 struct Counts {
-  std::atomic<int> saved;           // acknowledged saves
-  std::atomic<int> told_early;      // refusals at the offline lock, before typing
-  std::atomic<int> refused_late;    // saves refused after typing (the lock was gone)
+  std::atomic<int> saved;         // acknowledged saves
+  std::atomic<int> told_early;    // refusals at the offline lock, before typing
+  std::atomic<int> refused_late;  // saves refused after typing (the lock was gone)
 };
 
 struct Outcome {
@@ -134,8 +134,8 @@ class LostEditTest : public ::testing::Test {
       auto guard = request->exclusive(kPostLock);
       data->commit(guard, kPostFile, "the post\n").check();
     }
-    void* mem = mmap(nullptr, sizeof(Counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+    void* mem =
+        mmap(nullptr, sizeof(Counts), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     EXPECT_NE(mem, MAP_FAILED);
     auto* counts = new (mem) Counts{};
     std::vector<pid_t> editors;
@@ -150,7 +150,8 @@ class LostEditTest : public ::testing::Test {
     out.refused_late = counts->refused_late.load();
     for (int e = 0; e < kEditors; ++e) {
       for (int i = 0; i < kEdits; ++i) {
-        const std::string line = "editor " + std::to_string(e) + " edit " + std::to_string(i) + "\n";
+        const std::string line =
+            "editor " + std::to_string(e) + " edit " + std::to_string(i) + "\n";
         out.lost += text.find(line) == std::string::npos;
       }
     }
