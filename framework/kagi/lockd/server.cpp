@@ -12,6 +12,7 @@
 #include <kagi/lockd/server.hpp>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -179,10 +180,14 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   };
 
   void listen(const std::string& address);
+  // Gives the unix socket at `path` the group lockd.socket_group; throws (removing it) if not.
+  void give_group(const std::string& address, const std::string& path) const;
   void arm_accept(Listener& l);
   void accept_ready(Listener& l);
   void admit(int fd, const sockaddr_storage& addr, socklen_t len);
   void refuse(int fd, const std::string& why);
+  // Forgets one connection of `address_key` (empty: a local peer's).
+  void uncount(const std::string& address_key);
   void arm_sweep();
   void sweep();
   void arm_poll();
@@ -206,7 +211,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   bool accept_paused_ = false;
   Connection* head_ = nullptr;  // every open connection (intrusive list)
   size_t connections_ = 0;
-  std::unordered_map<std::string, size_t> per_address_;
+  std::unordered_map<std::string, size_t> per_address_;  // connections per remote address
+  size_t local_connections_ = 0;                         // from loopback and unix sockets
   uint64_t accepted_ = 0, refused_ = 0;
   size_t closed_since_trim_ = 0;
 };
@@ -808,6 +814,8 @@ void ServerCore::listen(const std::string& address) {
     if (!ec) l->local->bind(asio::local::stream_protocol::endpoint(ep.path), ec);
     ::umask(old);
     if (!ec) l->path = ep.path;
+    // Its group before it listens: nobody outside that group can connect in between.
+    if (!ec && !o_.socket_group.empty()) give_group(address, ep.path);
     if (!ec) l->local->listen(asio::socket_base::max_listen_connections, ec);
     if (!ec) l->local->non_blocking(true, ec);
   } else {
@@ -830,6 +838,28 @@ void ServerCore::listen(const std::string& address) {
   Listener& ref = *l;
   listeners_.push_back(std::move(l));
   arm_accept(ref);
+}
+
+void ServerCore::give_group(const std::string& address, const std::string& path) const {
+  std::vector<char> buf(16384);
+  group g{};
+  group* found = nullptr;
+  const int err = ::getgrnam_r(o_.socket_group.c_str(), &g, buf.data(), buf.size(), &found);
+  if (!found) {
+    ::unlink(path.c_str());
+    throw std::runtime_error("cannot listen on " + address + ": lockd.socket_group '" +
+                             o_.socket_group + "' " +
+                             (err ? std::string("cannot be looked up: ") + std::strerror(err)
+                                  : std::string("is not a group")));
+  }
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), g.gr_gid) != 0) {
+    const int e = errno;
+    ::unlink(path.c_str());
+    throw std::runtime_error("cannot listen on " + address + ": cannot give the socket group '" +
+                             o_.socket_group + "': " + std::strerror(e) +
+                             " (kagi-lockd's user must be a member: SupplementaryGroups= in "
+                             "its systemd unit)");
+  }
 }
 
 void ServerCore::arm_accept(Listener& l) {
@@ -890,6 +920,12 @@ void ServerCore::refuse(int fd, const std::string& why) {
   ++refused_;
   const std::string line = "error " + why + "\n";
   (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // A close with unread bytes (a client that sent its command at once) is a reset, which can
+  // discard the error line at the client: read what is there first, as fail() does.
+  char sink[4096];
+  for (int i = 0; i < 16; ++i) {
+    if (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
+  }
   ::shutdown(fd, SHUT_WR);
   ::close(fd);
 }
@@ -919,15 +955,27 @@ void ServerCore::admit(int fd, const sockaddr_storage& storage, socklen_t len) {
                    std::to_string(o_.max_connections) + ")");
     return;
   }
-  size_t& from_here = per_address_[address_key];
-  if (from_here >= o_.max_connections_per_address) {
-    if (from_here == 0) per_address_.erase(address_key);
-    refuse(fd, "too many connections from " + address_key +
-                   " (lockd.max_connections_per_address = " +
-                   std::to_string(o_.max_connections_per_address) + ")");
-    return;
+  if (loopback) {
+    // This host's clients share an address (or have none): the per-address cap would bound
+    // a one-host site's connections, so they have their own (none by default).
+    if (o_.max_local_connections > 0 && local_connections_ >= o_.max_local_connections) {
+      refuse(fd, "too many connections from this host (lockd.max_local_connections = " +
+                     std::to_string(o_.max_local_connections) + ")");
+      return;
+    }
+    ++local_connections_;
+    address_key.clear();  // counted as local
+  } else {
+    size_t& from_here = per_address_[address_key];
+    if (from_here >= o_.max_connections_per_address) {
+      if (from_here == 0) per_address_.erase(address_key);
+      refuse(fd, "too many connections from " + address_key +
+                     " (lockd.max_connections_per_address = " +
+                     std::to_string(o_.max_connections_per_address) + ")");
+      return;
+    }
+    ++from_here;
   }
-  ++from_here;
   if (!is_unix) {
     const int one = 1;
     const int idle = o_.keepalive_idle_s, interval = o_.keepalive_interval_s;
@@ -948,7 +996,7 @@ void ServerCore::admit(int fd, const sockaddr_storage& storage, socklen_t len) {
     util::log_error(std::string("lockd: cannot watch a new connection: epoll_ctl: ") +
                     std::strerror(errno));
     ::close(fd);
-    if (--per_address_[address_key] == 0) per_address_.erase(address_key);
+    uncount(address_key);
     return;
   }
   link(c.get());
@@ -967,10 +1015,17 @@ void ServerCore::unlink(Connection* c, const std::string& address_key) {
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = nullptr;
   --connections_;
-  if (auto it = per_address_.find(address_key); it != per_address_.end() && --it->second == 0) {
+  uncount(address_key);
+  ++closed_since_trim_;
+}
+
+void ServerCore::uncount(const std::string& address_key) {
+  if (address_key.empty()) {
+    --local_connections_;
+  } else if (auto it = per_address_.find(address_key);
+             it != per_address_.end() && --it->second == 0) {
     per_address_.erase(it);
   }
-  ++closed_since_trim_;
 }
 
 void ServerCore::arm_sweep() {

@@ -64,5 +64,16 @@ TEST(LockdOptions, SecretFileAndBadValues) {
   EXPECT_THROW(Config::load(lockd_schema(), std::nullopt, {"lockd.max_key_bytes=0"}), ConfigError);
 }
 
+TEST(LockdOptions, SocketGroupAndLocalConnections) {
+  const ServerOptions o = server_options(
+      Config::load(lockd_schema(), std::nullopt,
+                   {"lockd.socket_group=www-data", "lockd.max_local_connections=300"}));
+  EXPECT_EQ(o.socket_group, "www-data");
+  EXPECT_EQ(o.max_local_connections, 300u);
+  const ServerOptions d = server_options(Config::defaults(lockd_schema()));
+  EXPECT_EQ(d.socket_group, "");
+  EXPECT_EQ(d.max_local_connections, 0u);
+}
+
 }  // namespace
 }  // namespace kagi::lockd

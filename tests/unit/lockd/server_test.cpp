@@ -6,6 +6,7 @@
 #include <kagi/lockd/server.hpp>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -394,6 +395,84 @@ TEST_F(ServerTest, OneFastClientDoesNotHoldTheLoop) {
   EXPECT_EQ(answer, "pong");
   EXPECT_LT(took, 1s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                       << " ms for a PING beside the flood";
+}
+
+// Refused at accept: the error line reaches a client whose command was already sent.
+TEST_F(ServerTest, ARefusedClientReadsWhyEvenIfItSentFirst) {
+  ServerOptions o;
+  o.max_connections = 1;
+  start(o);
+  Client first = client();
+  ASSERT_EQ(first.call("PING"), "pong");
+  std::vector<Client> late;
+  {
+    Pause p = pause();
+    for (int i = 0; i < 5; ++i) {
+      late.push_back(client());
+      late.back().send("LOCK r/k 1000\n");
+    }
+  }
+  for (Client& c : late) {
+    EXPECT_EQ(c.line(), "error too many connections (lockd.max_connections = 1)");
+  }
+}
+
+// This host's clients (loopback, unix sockets) share one address: the per-address cap does
+// not apply to them; lockd.max_local_connections may bound them instead.
+TEST_F(ServerTest, LocalClientsHaveTheirOwnCap) {
+  ServerOptions o;
+  o.max_connections_per_address = 2;
+  start(o);
+  std::vector<Client> many;
+  for (int i = 0; i < 6; ++i) many.push_back(client());
+  for (int i = 0; i < 3; ++i) many.push_back(Client::unix_socket(unix_path_));
+  for (Client& c : many) EXPECT_EQ(c.call("PING"), "pong");
+  stop();
+  server_.reset();
+  io_.restart();
+  ServerOptions capped;
+  capped.max_local_connections = 3;
+  start(capped);
+  std::vector<Client> three;
+  for (int i = 0; i < 2; ++i) three.push_back(client());
+  three.push_back(Client::unix_socket(unix_path_));
+  for (Client& c : three) EXPECT_EQ(c.call("PING"), "pong");
+  Client fourth = Client::unix_socket(unix_path_);
+  EXPECT_EQ(fourth.line(),
+            "error too many connections from this host (lockd.max_local_connections = 3)");
+}
+
+// lockd.socket_group: the unix socket has that group from before it listens; a group that
+// does not exist stops the start.
+TEST_F(ServerTest, TheUnixSocketGetsItsGroup) {
+  ServerOptions o;
+  std::vector<char> buf(16384);
+  group g{};
+  group* mine = nullptr;
+  ASSERT_EQ(::getgrgid_r(::getegid(), &g, buf.data(), buf.size(), &mine), 0);
+  ASSERT_NE(mine, nullptr);
+  o.socket_group = mine->gr_name;
+  start(o);
+  struct stat st {};
+  ASSERT_EQ(::stat(unix_path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, ::getegid());
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  stop();
+
+  boost::asio::io_context io(1);
+  ServerOptions bad;
+  bad.listen = {"unix:" + dir_.path() + "/bad.sock"};
+  bad.socket_group = "kagi-no-such-group";
+  Server server(io, bad);
+  try {
+    server.start();
+    FAIL() << "started with a group that does not exist";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("lockd.socket_group 'kagi-no-such-group'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(::access((dir_.path() + "/bad.sock").c_str(), F_OK), 0) << "the socket was left";
 }
 
 }  // namespace
