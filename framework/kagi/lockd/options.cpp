@@ -1,8 +1,11 @@
 #include <kagi/lockd/options.hpp>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <sstream>
+
+#include <kagi/util/utf8.hpp>
 
 namespace kagi::lockd {
 namespace {
@@ -106,8 +109,14 @@ ServerOptions server_options(const Config& conf) {
     while (!o.secret.empty() && (o.secret.back() == '\n' || o.secret.back() == '\r')) {
       o.secret.pop_back();
     }
-    if (o.secret.empty() || o.secret.find_first_of("\r\n") != std::string::npos) {
-      throw ConfigError("lockd.secret_file '" + file + "' must hold one non-empty line");
+    // AUTH carries it on one line: a secret it cannot carry would refuse every client.
+    const bool control = std::any_of(o.secret.begin(), o.secret.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (o.secret.empty() || o.secret.size() > 512 || control || !util::valid_utf8(o.secret)) {
+      throw ConfigError("lockd.secret_file '" + file +
+                        "' must hold one line of 1 to 512 bytes of UTF-8 text without tabs or "
+                        "other control characters (AUTH sends it on one line)");
     }
   }
   return o;

@@ -54,7 +54,8 @@ struct ServerOptions {
 std::span<const config::KeySpec> conf_keys();
 
 // The options `conf` sets (a schema with conf_keys()). Reads lockd.secret_file; throws
-// ConfigError when it cannot be read or is empty, or when socket_mode is not octal.
+// ConfigError when it cannot be read, or does not hold one line that AUTH can carry (1 to 512
+// bytes of UTF-8 without control characters), or when socket_mode is not octal.
 ServerOptions server_options(const Config& conf);
 
 }  // namespace kagi::lockd

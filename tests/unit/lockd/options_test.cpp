@@ -64,6 +64,34 @@ TEST(LockdOptions, SecretFileAndBadValues) {
   EXPECT_THROW(Config::load(lockd_schema(), std::nullopt, {"lockd.max_key_bytes=0"}), ConfigError);
 }
 
+// AUTH carries the secret on one line of at most 512 bytes of UTF-8 text: a secret_file it
+// could never send is refused at start, not by every client later.
+TEST(LockdOptions, ASecretThatAuthCannotCarryIsRefusedAtStart) {
+  char path[] = "/tmp/kagi-lockd-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string file(path);
+  auto load = [&](const std::string& text) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+    return server_options(
+        Config::load(lockd_schema(), std::nullopt, {"lockd.secret_file=" + file}));
+  };
+  EXPECT_EQ(load("with spaces and caf\xc3\xa9\r\n").secret, "with spaces and caf\xc3\xa9");
+  EXPECT_EQ(load(std::string(512, 's') + "\n").secret.size(), 512u);
+  for (const std::string& bad :
+       {std::string(513, 's'), std::string("tab\there"), std::string("two\nlines"),
+        std::string("latin1 \xe9"), std::string("\n")}) {
+    try {
+      load(bad);
+      ADD_FAILURE() << "accepted a secret AUTH cannot send: '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("512 bytes of UTF-8"), std::string::npos) << e.what();
+    }
+  }
+  ::unlink(path);
+}
+
 TEST(LockdOptions, SocketGroupAndLocalConnections) {
   const ServerOptions o = server_options(
       Config::load(lockd_schema(), std::nullopt,
