@@ -3,7 +3,7 @@
  * KagiLock — a PHP client for kagi-lockd, the network lock server (docs/LOCKD.md).
  *
  *   require_once 'KagiLock.php';
- *   $lock = new KagiLock('127.0.0.1:1006');          // or 'unix:/run/kagi/lockd.sock'
+ *   $lock = new KagiLock('127.0.0.1:1006');          // or 'unix:/run/kagi-lockd/lockd.sock'
  *   if (!$lock->lock('bbs/board/3', 3000)) {          // wait up to 3 s
  *       http_response_code(503);                      // busy: someone else holds it
  *       exit;
