@@ -103,5 +103,29 @@ TEST(LockdOptions, SocketGroupAndLocalConnections) {
   EXPECT_EQ(d.max_local_connections, 0u);
 }
 
+// The value of `key=` in a systemd unit file ("" if absent; the last one if repeated).
+std::string unit_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line, value;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + "=", 0) == 0) value = line.substr(key.size() + 1);
+  }
+  return value;
+}
+
+// systemd re-owns a unit's RuntimeDirectory= at start and removes it, with everything in it, at
+// stop: kagi-lockd's must not be the folder of kagi.socket's FastCGI socket (/run/kagi), and
+// its socket reaches PHP through a group kagi-lockd belongs to.
+TEST(LockdOptions, TheSystemdUnitKeepsToAFolderOfItsOwn) {
+  const std::string dir = std::string(KAGI_SOURCE_DIR) + "/conf/systemd/";
+  const std::string runtime = unit_value(dir + "kagi-lockd.service", "RuntimeDirectory");
+  const std::string fcgi = unit_value(dir + "kagi.socket", "ListenStream");
+  ASSERT_EQ(fcgi.rfind("/run/", 0), 0u) << fcgi;
+  EXPECT_EQ(runtime, "kagi-lockd");
+  EXPECT_NE(fcgi.substr(0, fcgi.rfind('/')), "/run/" + runtime)
+      << "kagi-lockd.service would take over kagi.socket's folder";
+  EXPECT_EQ(unit_value(dir + "kagi-lockd.service", "SupplementaryGroups"), "www-data");
+}
+
 }  // namespace
 }  // namespace kagi::lockd
