@@ -3,7 +3,7 @@
  * KagiLock — a PHP client for kagi-lockd, the network lock server (docs/LOCKD.md).
  *
  *   require_once 'KagiLock.php';
- *   $lock = new KagiLock('127.0.0.1:1006');          // or 'unix:/run/kagi/lockd.sock'
+ *   $lock = new KagiLock('127.0.0.1:1006');          // or 'unix:/run/kagi-lockd/lockd.sock'
  *   if (!$lock->lock('bbs/board/3', 3000)) {          // wait up to 3 s
  *       http_response_code(503);                      // busy: someone else holds it
  *       exit;
@@ -20,7 +20,9 @@
  *  - one connection holds many locks (UNLOCK keeps it open); shared locks, all-or-nothing
  *    sets and fencing tokens are there too.
  * Whatever happens, the locks go when the connection closes: at close(), when the object is
- * destroyed, when the script ends or when the PHP process dies.
+ * destroyed, when the script ends or when the PHP process dies. A connection that holds
+ * nothing and that the server closed meanwhile (its idle timeout, a restart) is replaced
+ * without a word; one that held locks is not (they are gone: the call throws).
  *
  * Failures other than "busy" (server down, refused command, bad key) throw
  * KagiLockException; the connection is closed then, which releases everything it held.
@@ -32,6 +34,8 @@ class KagiLockException extends RuntimeException
 
 final class KagiLock
 {
+    /** The server takes labels of up to 512 bytes. */
+    private const MAX_LABEL_BYTES = 500;
     /** @var resource|null */
     private $sock = null;
     private string $address;
@@ -58,7 +62,14 @@ final class KagiLock
         $this->defaultTimeoutMs = (int)($options['timeout_ms'] ?? 10000);
         $this->graceSeconds = (float)($options['grace'] ?? 1.0);
         $this->secret = $options['secret'] ?? null;
-        $this->label = $options['label'] ?? null;
+        if ($this->secret !== null &&
+            ($this->secret === '' || self::utf8Text($this->secret, 512) !== $this->secret)) {
+            throw new KagiLockException(
+                'secret: AUTH sends it on one line: 1..512 bytes of UTF-8, no control characters');
+        }
+        // A label of any bytes: cut to what the server takes, as valid UTF-8.
+        $label = $options['label'] ?? null;
+        $this->label = $label === null ? null : self::utf8Text((string)$label, self::MAX_LABEL_BYTES);
     }
 
     public function __destruct()
@@ -217,24 +228,62 @@ final class KagiLock
         }
         $this->sock = $sock;
         if ($this->secret !== null) {
-            $this->expect($this->call("AUTH {$this->secret}", 0), 'ok');
+            $this->expect($this->exchange("AUTH {$this->secret}", 0, false), 'ok');
         }
-        if ($this->label !== null) {
-            $label = preg_replace('/[\x00-\x1f\x7f]/', '?', $this->label);
-            $this->expect($this->call('CLIENT ' . substr($label, 0, 200), 0), 'ok');
+        if ($this->label !== null && $this->label !== '') {
+            $this->expect($this->exchange('CLIENT ' . $this->label, 0, false), 'ok');
         }
     }
 
-    /** Sends one command line; its answer without the line break. */
+    /**
+     * Sends one command line; its answer without the line break. A connection that holds
+     * nothing may have been closed by the server meanwhile (lockd.idle_timeout_ms, a
+     * restart): it is replaced, once, and the command sent on the new one.
+     */
     private function call(string $line, int $waitMs): string
     {
+        $fresh = false;
+        if ($this->sock !== null && $this->tokens === [] && $this->serverSpoke()) {
+            $this->close();  // an idle connection is sent nothing unless the server ended it
+        }
         if ($this->sock === null) {
             $this->connect();
+            $fresh = true;
         }
+        $mayBeStale = !$fresh && $this->tokens === [];
+        $answer = $this->exchange($line, $waitMs, $mayBeStale);
+        if ($answer === null) {  // closed by the server before our line: nothing was lost
+            $this->close();
+            $this->connect();
+            $answer = $this->exchange($line, $waitMs, false);
+        }
+        return $answer;
+    }
+
+    /** True if the server sent something (or closed) on a connection that asked nothing. */
+    private function serverSpoke(): bool
+    {
+        $read = [$this->sock];
+        $write = null;
+        $except = null;
+        $n = @stream_select($read, $write, $except, 0, 0);
+        return $n === false || $n > 0;
+    }
+
+    /**
+     * One line out, one answer in, both within bounds. With $mayBeStale, a connection the
+     * server had closed (a failed send, an end of file, "error idle timeout") gives null
+     * instead of an exception.
+     */
+    private function exchange(string $line, int $waitMs, bool $mayBeStale): ?string
+    {
         $data = $line . "\n";
         while ($data !== '') {
             $n = @fwrite($this->sock, $data);
             if ($n === false || $n === 0) {
+                if ($mayBeStale) {
+                    return null;
+                }
                 $this->close();
                 throw new KagiLockException("kagi-lockd {$this->address}: connection lost while sending");
             }
@@ -246,15 +295,48 @@ final class KagiLock
         $answer = fgets($this->sock);
         if ($answer === false) {
             $timedOut = stream_get_meta_data($this->sock)['timed_out'];
+            if ($mayBeStale && !$timedOut) {
+                return null;
+            }
             $this->close();
             throw new KagiLockException("kagi-lockd {$this->address}: " .
                 ($timedOut ? "no answer within {$limit} s" : 'the server closed the connection'));
         }
         $answer = rtrim($answer, "\r\n");  // the line break is not part of the answer
+        if ($mayBeStale && str_starts_with($answer, 'error idle timeout')) {
+            return null;
+        }
         if (str_starts_with($answer, 'error ')) {
             $this->close();
             throw new KagiLockException("kagi-lockd {$this->address}: $answer");
         }
         return $answer;
+    }
+
+    /**
+     * $text as a line the server takes: at most $maxBytes bytes of valid UTF-8, never cut
+     * inside a character; control characters and bytes that are not UTF-8 become '?'. Plain
+     * PHP (Debian's php-cli has no mbstring).
+     */
+    private static function utf8Text(string $text, int $maxBytes): string
+    {
+        preg_match_all(
+            '/[\x20-\x7e]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]' .
+            '|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]' .
+            '|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}|./s',
+            $text,
+            $chars
+        );
+        $out = '';
+        foreach ($chars[0] as $char) {
+            if (strlen($char) === 1 && (ord($char) < 0x20 || ord($char) > 0x7e)) {
+                $char = '?';
+            }
+            if (strlen($out) + strlen($char) > $maxBytes) {
+                break;
+            }
+            $out .= $char;
+        }
+        return $out;
     }
 }

@@ -43,9 +43,10 @@ class LockdServer {
     return server.get();
   }
 
-  // Started and listening, or null with the reason (and the server's log) in `why`.
-  static std::unique_ptr<LockdServer> start(const std::vector<std::string>& extra,
-                                            std::string* why) {
+  // Started and listening, or null with the reason (and the server's log) in `why`. `tcp` is
+  // its TCP address (another server's, to restart it where its clients are).
+  static std::unique_ptr<LockdServer> start(const std::vector<std::string>& extra, std::string* why,
+                                            const std::string& tcp = "127.0.0.1:0") {
     auto s = std::unique_ptr<LockdServer>(new LockdServer);
     char tmpl[] = "/tmp/kagi-lockd-XXXXXX";
     if (!::mkdtemp(tmpl)) {
@@ -54,7 +55,7 @@ class LockdServer {
     }
     s->dir_ = tmpl;
     s->unix_path_ = s->dir_ + "/lockd.sock";
-    std::vector<std::string> args = {KAGI_LOCKD_BIN, "--listen", "127.0.0.1:0", "--listen",
+    std::vector<std::string> args = {KAGI_LOCKD_BIN, "--listen", tcp, "--listen",
                                      "unix:" + s->unix_path_};
     args.insert(args.end(), extra.begin(), extra.end());
     const std::string log = s->dir_ + "/lockd.log";

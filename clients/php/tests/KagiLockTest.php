@@ -1,11 +1,13 @@
 <?php
 // Tests of clients/php/KagiLock.php against a running kagi-lockd.
-//   php KagiLockTest.php 127.0.0.1:PORT unix:/path/to/lockd.sock
+//   php KagiLockTest.php 127.0.0.1:PORT unix:/path/to/lockd.sock 127.0.0.1:PORT2
+// The third address is a second server with a short lockd.idle_timeout_ms (under a second).
 // Prints one line per check and "N passed, N failed"; exits 1 if any failed.
 require __DIR__ . '/../KagiLock.php';
 
 $tcp = $argv[1];
 $unix = $argv[2];
+$shortIdle = $argv[3];
 $passed = 0;
 $failed = 0;
 
@@ -24,6 +26,31 @@ function throws(callable $f): ?string
         return $e->getMessage();
     }
     return null;
+}
+
+/** The server's STATUS lines, decoded (null for a line that is not JSON). */
+function status(string $address): array
+{
+    $s = stream_socket_client('tcp://' . $address, $errno, $errstr, 2);
+    fwrite($s, "STATUS\n");
+    stream_set_timeout($s, 2);
+    $out = [];
+    while (($line = fgets($s)) !== false && rtrim($line) !== 'end') {
+        $out[] = json_decode(rtrim($line), true);
+    }
+    fclose($s);
+    return $out;
+}
+
+/** The labels STATUS shows beside the holders of $key. */
+function labels(string $address, string $key): array
+{
+    foreach (status($address) as $entry) {
+        if ($entry !== null && $entry['key'] === $key) {
+            return array_map(fn($h) => $h['label'], $entry['holders']);
+        }
+    }
+    return [];
 }
 
 $a = new KagiLock($tcp, ['label' => 'KagiLockTest a']);
@@ -53,11 +80,16 @@ check($c->lock('php/s', 1000) === true, 'and is granted when they are gone');
 $c->close();
 
 // One connection, many locks in sequence; a set all or nothing.
+$sequence = true;
 for ($i = 0; $i < 50; $i++) {
-    $a->lock("php/seq/$i", 1000);
+    $sequence = $sequence && $a->lock("php/seq/$i", 1000) === true && $a->token("php/seq/$i") > 0;
     $a->unlock("php/seq/$i");
+    $sequence = $sequence && $a->token("php/seq/$i") === null;
 }
-check(true, '50 locks in sequence on one connection');
+check($sequence, '50 locks in sequence on one connection, each granted with a token and released');
+$d = new KagiLock($tcp);
+check($d->lock('php/seq/49', 0) === true, 'and the last one is free again');
+$d->close();
 check($b->lock('php/set/b', 1000), 'b holds php/set/b');
 check($a->lockSet(['php/set/c' => 'x', 'php/set/a' => 's', 'php/set/b' => 'x'], 150) === false,
     'a set with a held key is busy');
@@ -81,6 +113,47 @@ check($e->lock('php/e', 1000) === true, 'the error closed the connection and rel
 $e->close();
 $dead = new KagiLock('127.0.0.1:1', ['connect_timeout' => 1]);
 check(throws(fn() => $dead->lock('x', 0)) !== null, 'no server: an exception, not a hang');
+
+// A server that accepts and never answers: the wait's bound plus the grace, then an exception.
+$silent = stream_socket_server('tcp://127.0.0.1:0');
+$silentAddress = stream_socket_get_name($silent, false);
+$mute = new KagiLock($silentAddress, ['grace' => 0.3]);
+$start = hrtime(true);
+$msg = throws(fn() => $mute->lock('php/mute', 200));
+$took = (hrtime(true) - $start) / 1e6;
+check($msg !== null && str_contains($msg, 'no answer within') && $took >= 450 && $took < 2000,
+    sprintf('a server that never answers: "%s" after %.0f ms (bound 200 ms + 300 ms grace)', $msg, $took));
+fclose($silent);
+
+// Labels of any bytes: cut to the server's limit on a character boundary, invalid bytes
+// replaced, so every lock() still works and STATUS shows valid UTF-8.
+$long = new KagiLock($tcp, ['label' => str_repeat('掲示板', 60)]);  // 540 bytes of UTF-8
+check($long->lock('php/label/long', 0) === true, 'a 540-byte UTF-8 label: lock() works');
+$shown = labels($tcp, 'php/label/long');
+check(count($shown) === 1 && strlen($shown[0]) <= 500 && strlen($shown[0]) % 3 === 0 &&
+      str_starts_with($shown[0], '掲示板'), 'and STATUS shows it cut between characters (' .
+      strlen($shown[0] ?? '') . ' bytes)');
+$raw = new KagiLock($tcp, ['label' => "bbs.php \x80\x81 sjis \x82\xa0 tab\there"]);
+check($raw->lock('php/label/raw', 0) === true, 'a label that is not UTF-8: lock() works');
+$shown = labels($tcp, 'php/label/raw');
+check($shown === ['bbs.php ?? sjis ?? tab?here'], 'and STATUS shows it with ? for each bad byte: ' .
+      json_encode($shown));
+$long->close();
+$raw->close();
+check(throws(fn() => new KagiLock($tcp, ['secret' => "two\nlines"])) !== null,
+    'a secret AUTH cannot carry is refused at once');
+
+// An idle connection the server closed (lockd.idle_timeout_ms) is replaced: nothing was held.
+$idle = new KagiLock($shortIdle);
+check($idle->lock('php/idle', 0) === true, 'a lock on the short-idle server');
+$idle->unlock('php/idle');
+usleep(1500 * 1000);  // longer than that server's idle timeout
+$msg = throws(function () use ($idle, &$again) {
+    $again = $idle->lock('php/idle', 0);
+});
+check($msg === null && $again === true, 'after the server closed the idle connection, lock() ' .
+      'reconnects: ' . ($msg ?? 'granted'));
+$idle->close();
 
 echo "$passed passed, $failed failed\n";
 exit($failed === 0 && $passed > 0 ? 0 : 1);

@@ -92,10 +92,12 @@ constexpr std::array kKeys{
     KeySpec{"locks.lockd.keepalive_interval_s", kInt, "3", 1, 600, "",
             "lockd backend: seconds between keepalive probes"},
     KeySpec{"locks.lockd.keepalive_count", kInt, "3", 1, 100, "",
-            "lockd backend: unanswered probes before the server counts as gone"},
+            "lockd backend: unanswered probes before the server counts as gone (only with "
+            "user_timeout_ms = 0; else the first probe past user_timeout_ms ends it)"},
     KeySpec{"locks.lockd.user_timeout_ms", kInt, "20000", 0, 3600000, "",
-            "lockd backend: data the server leaves unacknowledged this long ends the connection "
-            "(0: the kernel's default)"},
+            "lockd backend: data the server leaves unacknowledged this long ends the connection, "
+            "and a silent server is dropped at the first keepalive probe past it (0: the "
+            "kernel's default)"},
     // data
     KeySpec{"data.backend", kString, "files", 0, 0, "files|postgres",
             "where the data lives: files under data.dir (one host) or PostgreSQL (many hosts)"},

@@ -76,6 +76,7 @@ detail::HeldLockPtr LockContext::new_record(std::string_view name, Mode mode) {
   held->slot = -1;
   held->stats = &core_.stats.for_name(name);
   held->revoked.store(false, std::memory_order_relaxed);
+  held->lost = false;
   return held;
 }
 
@@ -124,10 +125,12 @@ std::error_code LockContext::acquire_one(std::string_view name, Mode mode,
       if (registry) registry->clear(held->slot);
       if (ec == Errc::kTimeout && !try_only) record_timeout(*held, started);
       if (why && why->empty()) *why = session_->last_error();
+      fence_if_lost();
       return ec;
     }
     grant(*held, started, contended);
     out = std::move(held);
+    fence_if_lost();  // a queued release sent after the grant may have ended the connection
     return {};
   } catch (const std::bad_alloc&) {
     return std::make_error_code(std::errc::not_enough_memory);
@@ -161,13 +164,18 @@ void LockContext::release(detail::HeldLock& held) noexcept {
       break;
     }
   }
+  fence_if_lost_locked();  // an UNLOCK that failed ended the connection, and the others with it
 }
 
 std::error_code LockContext::verify(const detail::HeldLock& held) const noexcept {
   if (held.owner != this) return make_error_code(Errc::kReleased);
   util::MutexLock lock(mu_);
-  if (held.revoked.load(std::memory_order_relaxed)) return make_error_code(Errc::kRevoked);
-  return session_->verify(held.name, held.epoch, held.handle);
+  if (held.revoked.load(std::memory_order_relaxed)) {
+    return make_error_code(held.lost ? Errc::kFenceLost : Errc::kRevoked);
+  }
+  const std::error_code ec = session_->verify(held.name, held.epoch, held.handle);
+  fence_if_lost_locked();
+  return ec;
 }
 
 std::error_code LockContext::with_connection(const detail::HeldLock& held,
@@ -176,7 +184,9 @@ std::error_code LockContext::with_connection(const detail::HeldLock& held,
   void* handle = nullptr;
   {
     util::MutexLock lock(mu_);
-    if (held.revoked.load(std::memory_order_relaxed)) return make_error_code(Errc::kRevoked);
+    if (held.revoked.load(std::memory_order_relaxed)) {
+      return make_error_code(held.lost ? Errc::kFenceLost : Errc::kRevoked);
+    }
     handle = held.handle;
   }
   // Not under mu_: the work is a whole statement, and the watchdog must not wait for it. A
@@ -208,7 +218,37 @@ size_t LockContext::revoke_due(Clock::time_point now, Clock::time_point overdue_
       ++revoked;
     }
   }
+  fence_if_lost_locked();  // a revocation's UNLOCK that failed ends the connection
   return revoked;
+}
+
+void LockContext::fence_if_lost() const noexcept {
+  if (!session_->lost_held_locks()) return;
+  util::MutexLock lock(mu_);
+  fence_if_lost_locked();
+}
+
+void LockContext::fence_if_lost_locked() const noexcept {
+  if (!session_->lost_held_locks()) return;
+  Registry* registry = core_.registry.get();
+  for (detail::HeldLock* held : held_) {
+    if (held->revoked.load(std::memory_order_relaxed)) continue;
+    held->revoked.store(true, std::memory_order_release);
+    held->lost = true;
+    held->handle = nullptr;
+    held->stats->hold.record(Clock::now() - held->acquired);
+    if (registry) registry->clear(held->slot);
+    held->slot = -1;
+    try {
+      const std::string why = "lost: the " + std::string(core_.backend->kind()) +
+                              " backend's connection ended while the request held it";
+      core_.events.record(EventKind::kRevoked, held->name, held->mode, who_, why);
+      log_event("'" + held->name + "' (" + std::string(to_string(held->mode)) + ") " + why +
+                " (request " + who_.request_id + " " + who_.method + " " + who_.path +
+                "); its guard is fenced, and the request takes no more locks");
+    } catch (...) {  // out of memory: fenced all the same
+    }
+  }
 }
 
 // With mu_ held. The session's release is safe from the watchdog's thread while the request's
@@ -384,6 +424,7 @@ void LockContext::acquire_set_at_once(std::span<const SetItem> items, std::span<
       r->slot = registry->publish(who_, r->name, r->mode, started);
   }
   if (std::error_code ec = session_->acquire_set(entries, deadline)) {
+    fence_if_lost();
     for (detail::HeldLock* r : records) {
       if (registry) registry->clear(r->slot);
       if (ec == Errc::kTimeout) record_timeout(*r, started);
@@ -396,6 +437,7 @@ void LockContext::acquire_set_at_once(std::span<const SetItem> items, std::span<
     records[i]->handle = entries[i].handle;
     grant(*records[i], started, entries[i].contended);
   }
+  fence_if_lost();
 }
 
 template <typename G>

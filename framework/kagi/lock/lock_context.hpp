@@ -21,6 +21,9 @@
 //    by the service's watchdog (lock/lock_service.hpp): released for the next waiter, its
 //    guard fenced (held() false, verify() Errc::kRevoked, so storage refuses its commit), its
 //    own release a no-op.
+//  - A backend that loses every lock of the request at once (lockd: the connection they are
+//    held on ends) has every guard fenced (held() false, verify() Errc::kFenceLost), and
+//    further locks of the request fail (LockUnavailable) until it ends.
 //  - end_request() (also run by the destructor) releases every guard still alive, logs each
 //    as a leak with its name and route, and counts it. Those guards turn inert: a guard never
 //    outlives its request. The context may be used again afterwards.
@@ -207,6 +210,10 @@ class LockContext final : private detail::LockOwner {
                     std::vector<std::string>& log) noexcept override KAGI_EXCLUDES(mu_);
   void revoke_locked(detail::HeldLock& held, Clock::time_point now, std::string_view why,
                      std::vector<std::string>& log) noexcept KAGI_REQUIRES(mu_);
+  // If the session lost every lock it held (Session::lost_held_locks), fences each guard not
+  // fenced yet: revoked, marked lost, unpublished, logged. Cheap when it did not.
+  void fence_if_lost() const noexcept KAGI_EXCLUDES(mu_);
+  void fence_if_lost_locked() const noexcept KAGI_REQUIRES(mu_);
 
   detail::ServiceCore& core_;
   const HolderInfo who_;

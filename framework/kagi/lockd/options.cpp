@@ -1,8 +1,11 @@
 #include <kagi/lockd/options.hpp>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <sstream>
+
+#include <kagi/util/utf8.hpp>
 
 namespace kagi::lockd {
 namespace {
@@ -15,6 +18,9 @@ constexpr std::array kKeys{
                     "replaces the list)"},
     config::KeySpec{"lockd.socket_mode", kString, "0660", 0, 0, "",
                     "octal mode of a unix socket kagi-lockd creates"},
+    config::KeySpec{"lockd.socket_group", kString, "", 0, 0, "",
+                    "group of a unix socket kagi-lockd creates (empty: its own group); "
+                    "kagi-lockd's user must be a member"},
     config::KeySpec{"lockd.max_key_bytes", kInt, "256", 1, 65536, "",
                     "longest key; longer: error and close"},
     config::KeySpec{"lockd.max_line_bytes", kInt, "8192", 64, 1048576, "",
@@ -24,7 +30,10 @@ constexpr std::array kKeys{
     config::KeySpec{"lockd.max_connections", kInt, "50000", 1, 10000000, "",
                     "connections open at once; more: error and close"},
     config::KeySpec{"lockd.max_connections_per_address", kInt, "1024", 1, 10000000, "",
-                    "connections from one client IP address (unix sockets count as one)"},
+                    "connections from one client IP address not on loopback"},
+    config::KeySpec{"lockd.max_local_connections", kInt, "0", 0, 10000000, "",
+                    "connections from loopback and unix sockets together (0: bounded by "
+                    "max_connections only)"},
     config::KeySpec{"lockd.max_queued_lines", kInt, "16", 1, 4096, "",
                     "lines a client may send while its wait is pending; more: error"},
     config::KeySpec{"lockd.idle_timeout_ms", kInt, "300000", 0, 86400000, "",
@@ -38,10 +47,13 @@ constexpr std::array kKeys{
                     "seconds between keepalive probes"},
     config::KeySpec{"lockd.keepalive_count", kInt, "3", 1, 100, "",
                     "unanswered probes before a silent client host counts as gone and its "
-                    "locks are released (after idle + interval x count seconds)"},
+                    "locks are released (after idle + interval x count seconds; only with "
+                    "user_timeout_ms = 0, else Linux ends it at the first probe past "
+                    "user_timeout_ms)"},
     config::KeySpec{"lockd.user_timeout_ms", kInt, "20000", 0, 3600000, "",
                     "TCP_USER_TIMEOUT: data a client leaves unacknowledged this long ends "
-                    "its connection (0: the kernel's default)"},
+                    "its connection, and a silent client is dropped at the first keepalive "
+                    "probe past it (0: the kernel's default, and keepalive_count counts)"},
     config::KeySpec{"lockd.allow", kStringList, "", 0, 0, "",
                     "client addresses or networks (CIDR) allowed besides loopback and unix "
                     "sockets; others are closed at once"},
@@ -74,6 +86,8 @@ ServerOptions server_options(const Config& conf) {
   o.max_keys_per_connection = size("lockd.max_keys_per_connection");
   o.max_connections = size("lockd.max_connections");
   o.max_connections_per_address = size("lockd.max_connections_per_address");
+  o.max_local_connections = size("lockd.max_local_connections");
+  o.socket_group = conf.get_string("lockd.socket_group");
   o.max_queued_lines = size("lockd.max_queued_lines");
   o.idle_timeout_ms = ms("lockd.idle_timeout_ms");
   o.line_timeout_ms = ms("lockd.line_timeout_ms");
@@ -95,8 +109,14 @@ ServerOptions server_options(const Config& conf) {
     while (!o.secret.empty() && (o.secret.back() == '\n' || o.secret.back() == '\r')) {
       o.secret.pop_back();
     }
-    if (o.secret.empty() || o.secret.find_first_of("\r\n") != std::string::npos) {
-      throw ConfigError("lockd.secret_file '" + file + "' must hold one non-empty line");
+    // AUTH carries it on one line: a secret it cannot carry would refuse every client.
+    const bool control = std::any_of(o.secret.begin(), o.secret.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (o.secret.empty() || o.secret.size() > 512 || control || !util::valid_utf8(o.secret)) {
+      throw ConfigError("lockd.secret_file '" + file +
+                        "' must hold one line of 1 to 512 bytes of UTF-8 text without tabs or "
+                        "other control characters (AUTH sends it on one line)");
     }
   }
   return o;

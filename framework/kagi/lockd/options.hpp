@@ -21,17 +21,24 @@ struct ServerOptions {
   // "HOST:PORT", "[V6]:PORT" or "unix:PATH"; the default is the seed's port on loopback.
   std::vector<std::string> listen = {"127.0.0.1:1006"};
   int socket_mode = 0660;  // of a unix socket kagi-lockd creates
+  // Group of a unix socket kagi-lockd creates ("": kagi-lockd's own); kagi-lockd's user must
+  // be a member of it (systemd: SupplementaryGroups=).
+  std::string socket_group;
   size_t max_key_bytes = 256;
   size_t max_line_bytes = 8192;
   size_t max_keys_per_connection = 64;  // held, plus asked for in the command being served
   size_t max_connections = 50000;
-  size_t max_connections_per_address = 1024;  // per client IP address (unix peers: one)
-  size_t max_queued_lines = 16;               // lines received while a wait is pending
+  size_t max_connections_per_address = 1024;  // per client IP address not on loopback
+  // From loopback and unix sockets together (this host's clients); 0: only max_connections.
+  size_t max_local_connections = 0;
+  size_t max_queued_lines = 16;  // lines received while a wait is pending
   int idle_timeout_ms = 300000;  // holding nothing, waiting for nothing, silent: closed (0 never)
   int line_timeout_ms = 10000;   // a line begun must end within this
-  // Dead client hosts (no FIN): TCP keepalive and TCP_USER_TIMEOUT on accepted sockets. A
-  // silent peer is dropped after idle + interval x count seconds; one that stops
-  // acknowledging data after user_timeout_ms.
+  // Dead client hosts (no FIN): TCP keepalive and TCP_USER_TIMEOUT on accepted sockets. With
+  // user_timeout_ms > 0, Linux drops a silent peer at the first keepalive probe at least
+  // user_timeout_ms after it was last heard (the count is not used): idle + interval x
+  // ceil((user_timeout - idle) / interval), 22 s with these defaults; with user_timeout_ms 0,
+  // after idle + interval x count. One that stops acknowledging data: after user_timeout_ms.
   int keepalive_idle_s = 10;
   int keepalive_interval_s = 3;
   int keepalive_count = 3;
@@ -47,7 +54,8 @@ struct ServerOptions {
 std::span<const config::KeySpec> conf_keys();
 
 // The options `conf` sets (a schema with conf_keys()). Reads lockd.secret_file; throws
-// ConfigError when it cannot be read or is empty, or when socket_mode is not octal.
+// ConfigError when it cannot be read, or does not hold one line that AUTH can carry (1 to 512
+// bytes of UTF-8 without control characters), or when socket_mode is not octal.
 ServerOptions server_options(const Config& conf);
 
 }  // namespace kagi::lockd

@@ -12,6 +12,7 @@
 #include <kagi/lockd/server.hpp>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -51,6 +52,14 @@ using Claim = KeyTable::Claim;
 using std::chrono::milliseconds;
 
 constexpr size_t kReadBuffer = 64 * 1024;
+// Reads of one connection per turn of the event loop: a client that sends without pause gets
+// 256 KiB served, then waits for everyone else's turn (edge-triggered: the server keeps a list
+// of those with more to read, since no new event will say so).
+constexpr int kReadsPerTurn = 4;
+// Answers a connection may have waiting to be sent before its next lines wait too: a client
+// that pipelines STATUS and never reads costs this much (plus one answer), not a copy of the
+// table per line.
+constexpr size_t kOutputCap = 256 * 1024;
 constexpr size_t kAcceptBatch = 256;
 constexpr int kEventBatch = 256;
 constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLET;
@@ -157,6 +166,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   int epoll_fd() const { return epfd_; }
   // A closed connection stays allocated until the batch of events that may name it is done.
   void bury(std::shared_ptr<Connection> c) { graveyard_.push_back(std::move(c)); }
+  // `c` stopped reading after its turn with bytes possibly left: it reads again after the
+  // events that are ready now.
+  void read_later(std::shared_ptr<Connection> c) { read_later_.push_back(std::move(c)); }
 
  private:
   struct Listener {
@@ -168,10 +180,14 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   };
 
   void listen(const std::string& address);
+  // Gives the unix socket at `path` the group lockd.socket_group; throws (removing it) if not.
+  void give_group(const std::string& address, const std::string& path) const;
   void arm_accept(Listener& l);
   void accept_ready(Listener& l);
   void admit(int fd, const sockaddr_storage& addr, socklen_t len);
   void refuse(int fd, const std::string& why);
+  // Forgets one connection of `address_key` (empty: a local peer's).
+  void uncount(const std::string& address_key);
   void arm_sweep();
   void sweep();
   void arm_poll();
@@ -188,13 +204,15 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   const int epfd_;
   asio::posix::stream_descriptor poll_;  // epfd_, as Asio sees it
   std::vector<std::shared_ptr<Connection>> graveyard_;
+  std::vector<std::shared_ptr<Connection>> read_later_;
   asio::steady_timer sweep_timer_;
   asio::steady_timer accept_pause_;
   bool stopping_ = false;
   bool accept_paused_ = false;
   Connection* head_ = nullptr;  // every open connection (intrusive list)
   size_t connections_ = 0;
-  std::unordered_map<std::string, size_t> per_address_;
+  std::unordered_map<std::string, size_t> per_address_;  // connections per remote address
+  size_t local_connections_ = 0;                         // from loopback and unix sockets
   uint64_t accepted_ = 0, refused_ = 0;
   size_t closed_since_trim_ = 0;
 };
@@ -223,6 +241,14 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
 
   void on_event(uint32_t events) {
     if (closed_) return;
+    // Sticky: the FIN may come in the same event as the last line (edge-triggered: no event
+    // will say it again), or while reading is paused; from now on reads go on until recv()
+    // says end of file or EAGAIN, never stopping at a short read.
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) peer_eof_ = true;
+    if (write_armed_ && (events & (EPOLLHUP | EPOLLERR))) {
+      close();  // gone both ways: the answers held back can never be delivered
+      return;
+    }
     if (events & EPOLLOUT) {
       on_writable();
       return;
@@ -239,7 +265,9 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
   void sweep(Clock::time_point now) {
     if (closed_) return;
     const ServerOptions& o = s_.options();
-    if (!partial_.empty() && now - line_started_ > milliseconds(o.line_timeout_ms)) {
+    // (Not while the client's answers are held back: the rest of its line may be unread.)
+    if (!partial_.empty() && !write_armed_ &&
+        now - line_started_ > milliseconds(o.line_timeout_ms)) {
       fail("line timeout: a line must end within " + std::to_string(o.line_timeout_ms) + " ms");
     } else if (o.idle_timeout_ms > 0 && held_.empty() && !wait_ && partial_.empty() &&
                out_sent_ == out_.size() && now - last_active_ > milliseconds(o.idle_timeout_ms)) {
@@ -266,24 +294,28 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
     if (closed_ || !wait_) return;
     ++wait_->next;
     continue_wait(Clock::now());
-    run_queued();
-    flush();
+    pump();
   }
 
-  // Reads until the socket is drained (edge-triggered: the next event comes with new bytes).
+  // Reads until the socket is drained (edge-triggered: the next event comes with new bytes or
+  // the FIN), serving each line as it comes, or until kReadsPerTurn reads, or until the client
+  // stops taking its answers (reading resumes in on_writable).
   void on_readable() {
-    if (closed_ || write_armed_) return;  // answers pile up: read on once they are sent
+    if (closed_ || write_armed_) return;
     char* buf = s_.read_buffer();
-    for (;;) {
+    for (int reads = 0;; ++reads) {
+      if (reads == kReadsPerTurn) {
+        s_.read_later(shared_from_this());  // more may be there: after the others' turn
+        return;
+      }
       const ssize_t n = ::recv(fd_, buf, kReadBuffer, 0);
       if (n > 0) {
         last_active_ = Clock::now();
         feed(buf, static_cast<size_t>(n));
-        if (closed_) return;
-        flush();
-        if (closed_) return;
-        if (write_armed_) return;  // the client does not read: stop reading until it does
-        if (static_cast<size_t>(n) < kReadBuffer) break;  // drained: wait for the next edge
+        pump();
+        if (closed_ || write_armed_) return;
+        // Drained, unless the FIN is known to be there: then read on until recv() says so.
+        if (static_cast<size_t>(n) < kReadBuffer && !peer_eof_) return;
         continue;
       }
       if (n == 0) {  // close or half-close: the seed releases on either
@@ -291,11 +323,14 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
         return;
       }
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       close();
       return;
     }
   }
+
+  // Bytes of answers not sent yet.
+  size_t pending_output() const { return out_.size() - out_sent_; }
 
  private:
   // A command waiting for its locks: its keys (copied: the line is gone), their modes, and
@@ -331,9 +366,9 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
     ev.data.ptr = this;
     (void)::epoll_ctl(s_.epoll_fd(), EPOLL_CTL_MOD, fd_, &ev);
     write_armed_ = false;
-    flush();
+    pump();
     // Reading stopped while the answers piled up: read what came meanwhile.
-    if (!write_armed_) on_readable();
+    if (!closed_ && !write_armed_) on_readable();
   }
 
   void flush() {
@@ -356,10 +391,39 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
     if (out_.capacity() > 64 * 1024) out_.shrink_to_fit();  // after a large STATUS
   }
 
-  // Splits what arrived into lines; the bytes after the last '\n' wait in partial_.
+  // Lines are served only while fewer than kOutputCap bytes of answers wait to be sent, and
+  // after the lines queued before them.
+  bool may_serve() const { return pending_output() < kOutputCap && queued_head_ == queued_.size(); }
+
+  // Serves what was held back — lines queued during a wait, then input set aside while
+  // answers piled up — as far as the output cap allows, and sends the answers; again while
+  // the client takes them. Returns when everything is served, a wait is pending (later lines
+  // are queued behind it), the connection closed, or the client does not read (write_armed_).
+  void pump() {
+    for (;;) {
+      run_queued();
+      if (!closed_ && !unread_.empty() && (wait_ || may_serve())) {
+        const std::string rest = std::move(unread_);
+        unread_.clear();
+        feed(rest.data(), rest.size());
+      }
+      if (closed_) return;
+      flush();
+      if (closed_ || write_armed_) return;
+      if (wait_ || (queued_head_ == queued_.size() && unread_.empty())) return;
+    }
+  }
+
+  // Splits what arrived into lines and serves them; the bytes after the last '\n' wait in
+  // partial_. What may not be served yet (the output cap) is kept in unread_ (at most one
+  // read: reading stops until it is served).
   void feed(const char* data, size_t size) {
     const size_t max = s_.options().max_line_bytes;
     while (size > 0 && !closed_) {
+      if (!wait_ && !may_serve()) {
+        unread_.assign(data, size);
+        return;
+      }
       const char* nl = static_cast<const char*>(std::memchr(data, '\n', size));
       if (!nl) {
         if (partial_.empty()) line_started_ = Clock::now();
@@ -390,7 +454,7 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
 
   void on_line(std::string_view line) {
     if (wait_) {  // served after the wait ends, in order
-      if (queued_.size() >= s_.options().max_queued_lines) {
+      if (queued_.size() - queued_head_ >= s_.options().max_queued_lines) {
         fail("too many lines sent while waiting (at most " +
              std::to_string(s_.options().max_queued_lines) + ")");
         return;
@@ -401,8 +465,9 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
     serve(line);
   }
 
+  // Serves the queued lines in order until a new wait begins or the answers reach the cap.
   void run_queued() {
-    while (!wait_ && !closed_ && queued_head_ < queued_.size()) {
+    while (!wait_ && !closed_ && queued_head_ < queued_.size() && pending_output() < kOutputCap) {
       const std::string line = std::move(queued_[queued_head_++]);
       serve(line);
     }
@@ -447,19 +512,16 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
     Command& cmd = s_.command();
     std::string why;
     if (!parse_line(line, s_.limits(), cmd, &why)) {
-      if (seed_hold_) {
+      if (seed_claim_) {
         close();  // the seed: any further line releases and closes
         return;
       }
       fail(why);
       return;
     }
-    if (seed_hold_) {
-      if (cmd.verb != Verb::kUnlock) {
-        close();
-        return;
-      }
-      seed_hold_ = false;
+    if (seed_claim_ && cmd.verb != Verb::kUnlock) {
+      close();  // UNLOCK keeps the connection; unlock() ends the seed's rules with its key
+      return;
     }
     if (!authed_ && cmd.verb != Verb::kAuth) {
       fail("auth required: send AUTH <secret> first (lockd.secret_file)");
@@ -506,11 +568,13 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
     if (cmd.keys.empty()) {
       for (Claim* c : held_) s_.table().release(c, now);
       held_.clear();
+      seed_claim_ = nullptr;
       reply("ok");
       return;
     }
     for (size_t i = 0; i < held_.size(); ++i) {
       if (held_[i]->key->name == cmd.keys[0]) {
+        if (held_[i] == seed_claim_) seed_claim_ = nullptr;
         s_.table().release(held_[i], now);
         held_[i] = held_.back();
         held_.pop_back();
@@ -606,7 +670,7 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
   void grant_reply(bool seed_form, Claim* const* claims, size_t n, std::unique_ptr<Wait>* done) {
     if (done && *done && (*done)->timer) (*done)->timer->cancel();
     if (seed_form) {
-      seed_hold_ = true;
+      seed_claim_ = claims[0];
       reply("ok");
       return;
     }
@@ -628,8 +692,7 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
           if (ec || self->closed_ || !self->wait_ || self->wait_->serial != serial) return;
           self->abandon_wait(Clock::now());
           self->reply("busy");
-          self->run_queued();
-          self->flush();
+          self->pump();
           self->s_.table().run_ready();
         });
   }
@@ -648,6 +711,7 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
   const std::string address_key_;
   std::string label_;
   std::string partial_;
+  std::string unread_;  // input not served yet: the answers before it wait to be sent
   std::string out_;
   size_t out_sent_ = 0;
   std::vector<Claim*> held_;
@@ -657,8 +721,10 @@ class Connection final : public KeyTable::Owner, public std::enable_shared_from_
   uint64_t wait_serial_ = 0;
   Clock::time_point line_started_, last_active_;
   bool authed_;
-  bool seed_hold_ = false;  // granted by the seed's LOCK: any line but UNLOCK closes
+  // The key granted by the seed's bare LOCK, while held: any line but UNLOCK closes.
+  Claim* seed_claim_ = nullptr;
   bool write_armed_ = false;
+  bool peer_eof_ = false;  // the client's FIN (or a reset) is in the socket
   bool closed_ = false;
 };
 
@@ -692,6 +758,14 @@ void ServerCore::start() {
 }
 
 void ServerCore::arm_poll() {
+  if (!read_later_.empty()) {  // their turn comes without an event: let other handlers run first
+    asio::post(io_, [self = shared_from_this()] {
+      if (self->stopping_) return;
+      self->poll_once();
+      self->arm_poll();
+    });
+    return;
+  }
   poll_.async_wait(asio::posix::stream_descriptor::wait_read,
                    [self = shared_from_this()](const boost::system::error_code& ec) {
                      if (ec || self->stopping_) return;
@@ -706,6 +780,9 @@ void ServerCore::poll_once() {
   for (int i = 0; i < n; ++i) {
     static_cast<Connection*>(events[i].data.ptr)->on_event(events[i].events);
   }
+  std::vector<std::shared_ptr<Connection>> again;
+  again.swap(read_later_);
+  for (const auto& c : again) c->on_readable();
   table_.run_ready();
   graveyard_.clear();
 }
@@ -737,6 +814,8 @@ void ServerCore::listen(const std::string& address) {
     if (!ec) l->local->bind(asio::local::stream_protocol::endpoint(ep.path), ec);
     ::umask(old);
     if (!ec) l->path = ep.path;
+    // Its group before it listens: nobody outside that group can connect in between.
+    if (!ec && !o_.socket_group.empty()) give_group(address, ep.path);
     if (!ec) l->local->listen(asio::socket_base::max_listen_connections, ec);
     if (!ec) l->local->non_blocking(true, ec);
   } else {
@@ -759,6 +838,28 @@ void ServerCore::listen(const std::string& address) {
   Listener& ref = *l;
   listeners_.push_back(std::move(l));
   arm_accept(ref);
+}
+
+void ServerCore::give_group(const std::string& address, const std::string& path) const {
+  std::vector<char> buf(16384);
+  group g{};
+  group* found = nullptr;
+  const int err = ::getgrnam_r(o_.socket_group.c_str(), &g, buf.data(), buf.size(), &found);
+  if (!found) {
+    ::unlink(path.c_str());
+    throw std::runtime_error("cannot listen on " + address + ": lockd.socket_group '" +
+                             o_.socket_group + "' " +
+                             (err ? std::string("cannot be looked up: ") + std::strerror(err)
+                                  : std::string("is not a group")));
+  }
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), g.gr_gid) != 0) {
+    const int e = errno;
+    ::unlink(path.c_str());
+    throw std::runtime_error("cannot listen on " + address + ": cannot give the socket group '" +
+                             o_.socket_group + "': " + std::strerror(e) +
+                             " (kagi-lockd's user must be a member: SupplementaryGroups= in "
+                             "its systemd unit)");
+  }
 }
 
 void ServerCore::arm_accept(Listener& l) {
@@ -819,6 +920,12 @@ void ServerCore::refuse(int fd, const std::string& why) {
   ++refused_;
   const std::string line = "error " + why + "\n";
   (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  // A close with unread bytes (a client that sent its command at once) is a reset, which can
+  // discard the error line at the client: read what is there first, as fail() does.
+  char sink[4096];
+  for (int i = 0; i < 16; ++i) {
+    if (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
+  }
   ::shutdown(fd, SHUT_WR);
   ::close(fd);
 }
@@ -848,15 +955,27 @@ void ServerCore::admit(int fd, const sockaddr_storage& storage, socklen_t len) {
                    std::to_string(o_.max_connections) + ")");
     return;
   }
-  size_t& from_here = per_address_[address_key];
-  if (from_here >= o_.max_connections_per_address) {
-    if (from_here == 0) per_address_.erase(address_key);
-    refuse(fd, "too many connections from " + address_key +
-                   " (lockd.max_connections_per_address = " +
-                   std::to_string(o_.max_connections_per_address) + ")");
-    return;
+  if (loopback) {
+    // This host's clients share an address (or have none): the per-address cap would bound
+    // a one-host site's connections, so they have their own (none by default).
+    if (o_.max_local_connections > 0 && local_connections_ >= o_.max_local_connections) {
+      refuse(fd, "too many connections from this host (lockd.max_local_connections = " +
+                     std::to_string(o_.max_local_connections) + ")");
+      return;
+    }
+    ++local_connections_;
+    address_key.clear();  // counted as local
+  } else {
+    size_t& from_here = per_address_[address_key];
+    if (from_here >= o_.max_connections_per_address) {
+      if (from_here == 0) per_address_.erase(address_key);
+      refuse(fd, "too many connections from " + address_key +
+                     " (lockd.max_connections_per_address = " +
+                     std::to_string(o_.max_connections_per_address) + ")");
+      return;
+    }
+    ++from_here;
   }
-  ++from_here;
   if (!is_unix) {
     const int one = 1;
     const int idle = o_.keepalive_idle_s, interval = o_.keepalive_interval_s;
@@ -877,7 +996,7 @@ void ServerCore::admit(int fd, const sockaddr_storage& storage, socklen_t len) {
     util::log_error(std::string("lockd: cannot watch a new connection: epoll_ctl: ") +
                     std::strerror(errno));
     ::close(fd);
-    if (--per_address_[address_key] == 0) per_address_.erase(address_key);
+    uncount(address_key);
     return;
   }
   link(c.get());
@@ -896,10 +1015,17 @@ void ServerCore::unlink(Connection* c, const std::string& address_key) {
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = nullptr;
   --connections_;
-  if (auto it = per_address_.find(address_key); it != per_address_.end() && --it->second == 0) {
+  uncount(address_key);
+  ++closed_since_trim_;
+}
+
+void ServerCore::uncount(const std::string& address_key) {
+  if (address_key.empty()) {
+    --local_connections_;
+  } else if (auto it = per_address_.find(address_key);
+             it != per_address_.end() && --it->second == 0) {
     per_address_.erase(it);
   }
-  ++closed_since_trim_;
 }
 
 void ServerCore::arm_sweep() {
@@ -948,6 +1074,7 @@ void ServerCore::stop() {
     head_->close();
   }
   graveyard_.clear();
+  read_later_.clear();
   poll_.close(ignored);
 }
 
@@ -968,7 +1095,10 @@ std::vector<std::string> ServerCore::addresses() const {
 }
 
 ServerStats ServerCore::stats() const {
-  return {connections_, table_.keys(), table_.holders(), table_.waiters(), accepted_, refused_};
+  ServerStats s{
+      connections_, table_.keys(), table_.holders(), table_.waiters(), accepted_, refused_, 0};
+  for (const Connection* c = head_; c; c = c->next) s.pending_output += c->pending_output();
+  return s;
 }
 
 void ServerCore::write_status(std::string& out) {

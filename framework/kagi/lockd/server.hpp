@@ -9,9 +9,12 @@
 // Contract (docs/LOCKD.md has the whole protocol):
 //  - One thread runs the io_context; no thread per connection. An idle or waiting connection
 //    costs a socket, its reactor record and a small object: tens of thousands fit easily.
-//  - A connection's locks are released the moment it ends: a close, a half-close, an error,
-//    any line other than UNLOCK after a seed-form LOCK, a dead peer found by TCP keepalive or
-//    TCP_USER_TIMEOUT, or stop().
+//  - A connection's locks are released the moment it ends: a close, a half-close (even one
+//    that arrives with the last line), an error, any line other than UNLOCK after a seed-form
+//    LOCK, a dead peer found by TCP keepalive or TCP_USER_TIMEOUT, or stop().
+//  - A client that does not read its answers has at most 256 KiB of them (plus one answer)
+//    kept; its further lines wait unread until it reads. A client that sends without pause is
+//    read 256 KiB at a time between the others' turns.
 //  - Bad input is answered with "error <reason>" and the connection is closed (releasing
 //    everything it held); other connections do not notice.
 //  - Every wait has a bound the client chose, or none for the seed's LOCK; an idle
@@ -44,6 +47,9 @@ struct ServerStats {
   size_t waiters = 0;  // requests queued
   uint64_t accepted = 0;
   uint64_t refused = 0;  // turned away at accept: not allowed, or over a connection limit
+  // Bytes of answers waiting for their clients to read them (each connection's stays below
+  // 256 KiB plus one answer: past that its further lines wait unread).
+  size_t pending_output = 0;
 };
 
 class Server {

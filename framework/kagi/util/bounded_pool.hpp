@@ -57,6 +57,7 @@ class BoundedPool {
 
   std::unique_ptr<Conn> take(Clock::time_point deadline, std::error_code& ec, std::string* why)
       KAGI_EXCLUDES(mu_) {
+    std::vector<std::unique_ptr<Conn>> stale;  // closed after the mutex is let go
     {
       MutexLock lock(mu_);
       for (;;) {
@@ -69,6 +70,7 @@ class BoundedPool {
             return conn;
           }
           --open_;  // closed by the server meanwhile: drop it and look again
+          stale.push_back(std::move(conn));
         }
         if (open_ < options_.max) {
           if (Clock::now() < failed_until_) {
@@ -86,6 +88,7 @@ class BoundedPool {
         }
       }
     }
+    stale.clear();
     std::string reason;
     auto conn = open_fn_(deadline, ec, &reason);
     MutexLock lock(mu_);

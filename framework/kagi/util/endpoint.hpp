@@ -1,10 +1,10 @@
 // util/endpoint.hpp — socket addresses as people write them: "127.0.0.1:1006",
-// "[::1]:1006", "localhost:1006" or "unix:/run/kagi/lockd.sock" (kagi-lockd's listen
+// "[::1]:1006", "localhost:1006" or "unix:/run/kagi-lockd/lockd.sock" (kagi-lockd's listen
 // addresses and the lockd lock backend's locks.lockd.address).
 //
 //   util::Endpoint ep;
 //   std::string why;
-//   if (!util::parse_endpoint("unix:/run/kagi/lockd.sock", ep, &why)) fail(why);
+//   if (!util::parse_endpoint("unix:/run/kagi-lockd/lockd.sock", ep, &why)) fail(why);
 //   int fd = ::socket(ep.family(), SOCK_STREAM, 0);
 //   ::connect(fd, ep.sockaddr_ptr(), ep.sockaddr_len());
 //

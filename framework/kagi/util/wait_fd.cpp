@@ -2,8 +2,10 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <thread>
 
 namespace kagi::util {
 
@@ -17,7 +19,13 @@ bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadlin
     pollfd p{fd, events, 0};
     const int n = ::ppoll(&p, 1, &timeout, nullptr);
     if (n > 0) return true;  // ready, or an error / hang-up the next call reports
-    if (n < 0 && errno != EINTR) return true;
+    if (n < 0 && errno != EINTR) {
+      // The wait itself failed (out of memory): readiness is unknown, and answering "ready"
+      // would have the caller read EAGAIN and call again at once, spinning. Try again a
+      // little later, until the deadline.
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(5)));
+    }
   }
 }
 

@@ -11,7 +11,8 @@
 namespace kagi::util {
 
 // True when `fd` is ready for `events` (POLLIN, POLLOUT), or reports an error or a hang-up
-// that the next read or write will say; false when `deadline` came first.
+// that the next read or write will say; false when `deadline` came first. A ppoll() that
+// fails (other than EINTR) is tried again every few milliseconds, never answered "ready".
 bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace kagi::util

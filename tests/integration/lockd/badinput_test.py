@@ -1,6 +1,7 @@
 """Bad input: oversized lines and keys, binary garbage, control characters, unknown commands,
-too many keys, too many connections from one address, idle connections and slowloris clients
-that send one byte per second. Each is answered with an "error ..." line or closed, never a
+too many keys, too many connections from this host, a client that pipelines STATUS and never
+reads (the server's RSS must stay bounded), idle connections and slowloris clients that send
+one byte per second. Each is answered with an "error ..." line or closed, never a
 crash or a hang, and the server keeps serving others: a probe client's lock + unlock latency
 is measured before and during the slowloris attack (printed; the p99 during it must stay
 within 50 ms).
@@ -18,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lockd_harness import Checks, Lockd, call, connect, parse_args, read_line  # noqa: E402
 
-PER_ADDRESS = 300
+PER_ADDRESS = 300  # lockd.max_local_connections here: loopback is exempt from the per-address cap
 SLOWLORIS = 150
 LINE_TIMEOUT_MS = 1500
 
@@ -57,7 +58,8 @@ def pct(values, p):
 def main():
     args = parse_args()
     checks = Checks()
-    with Lockd(args.lockd, ["--set", "lockd.max_connections_per_address=%d" % PER_ADDRESS,
+    with Lockd(args.lockd, ["--set", "lockd.max_local_connections=%d" % PER_ADDRESS,
+                            "--set", "lockd.max_connections_per_address=10",
                             "--set", "lockd.max_keys_per_connection=4",
                             "--set", "lockd.line_timeout_ms=%d" % LINE_TIMEOUT_MS,
                             "--set", "lockd.idle_timeout_ms=2000"]) as server:
@@ -91,17 +93,42 @@ def main():
         ok, line = answered_then_closed(s)
         checks.check(all(g.startswith(b"ok ") for g in got) and ok and "too many keys" in line,
                      "a fifth key on one connection: '%s'" % line)
-        # Connections per address.
+        # Connections from this host: lockd.max_local_connections, not the per-address cap (10).
         held = [connect(server.port) for _ in range(PER_ADDRESS)]
-        for h in held[:10]:
-            assert call(h, b"PING") == b"pong"
+        served = sum(call(h, b"PING") == b"pong" for h in held)
+        checks.check(served == PER_ADDRESS, "%d loopback connections served (%d; the per-address "
+                     "cap of 10 is for other hosts)" % (PER_ADDRESS, served))
         extra = connect(server.port)
+        extra.sendall(b"PING\n")  # sent before the refusal: the error line must still arrive
         ok, line = answered_then_closed(extra)
-        checks.check(ok and "too many connections from 127.0.0.1" in line,
-                     "connection %d from one address: '%s'" % (PER_ADDRESS + 1, line))
+        checks.check(ok and "too many connections from this host" in line,
+                     "connection %d from this host: '%s'" % (PER_ADDRESS + 1, line))
         for h in held:
             h.close()
         time.sleep(0.2)
+
+        # A client that pipelines STATUS and never reads: its answers are capped, not copied
+        # into memory once per line (each STATUS here is about 20 KB).
+        holders = []
+        for c in range(8):
+            h = connect(server.port)
+            for k in range(4):
+                assert call(h, b"LOCK bomb/%d/%d/%s 0" % (c, k, b"k" * 200)).startswith(b"ok ")
+            holders.append(h)
+        before = server.rss_kib()
+        bomb = socket.create_connection(("127.0.0.1", server.port))
+        bomb.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        bomb.sendall(b"STATUS\n" * 9000)  # 63 KB of lines, 180 MB of answers
+        time.sleep(1.0)
+        grew = server.rss_kib() - before
+        probe = connect(server.port)
+        checks.check(call(probe, b"PING") == b"pong", "served while a client does not read")
+        probe.close()
+        checks.check(grew < 16 * 1024, "a client that never reads its 9000 STATUS answers: RSS "
+                     "grew %d KiB (bound: 256 KiB of answers per connection)" % grew)
+        bomb.close()
+        for h in holders:
+            h.close()
         # Idle: connected, silent, holding nothing.
         idle = connect(server.port)
         started = time.monotonic()

@@ -2,19 +2,24 @@
 the seed's bytes (seed_client.py) and by the project's PHP client (clients/php/KagiLock.php,
 through hold.php), each as separate processes: one holds, another is granted only after the
 first closes; a holder killed with SIGKILL hands the lock to the waiter within 50 ms (printed).
+The classic one-liner `printf 'LOCK k\n' | nc -N host port` (the line and the half-close back
+to back, often in one segment) is granted, then released, 200 times over (and through nc
+itself where it is installed).
 
     python3 compat_test.py --lockd BUILD/apps/lockd/kagi-lockd --source SRC [--php php]
 """
 
 import os
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockd_harness import Checks, Lockd, parse_args, status  # noqa: E402
+from lockd_harness import Checks, Lockd, connect, parse_args, read_line, status  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -93,12 +98,59 @@ def run(kind_holder, kind_waiter, args, server, checks):
     checks.check(status(server.port) == [], "%s: nothing is left on the server" % what)
 
 
+def half_close(server, checks):
+    """LOCK and the half-close back to back: each is answered "ok", then closed and released."""
+    clients = []
+    for i in range(200):
+        s = connect(server.port)
+        s.sendall(b"LOCK compat/half/%d\n" % i)
+        s.shutdown(socket.SHUT_WR)
+        clients.append(s)
+    answered = 0
+    for s in clients:
+        s.settimeout(5)
+        try:
+            answered += read_line(s) == b"ok"
+        except OSError:
+            pass
+    # Then the server closes each (its end of file), all within two seconds.
+    open_ = list(clients)
+    deadline = time.monotonic() + 2
+    while open_ and time.monotonic() < deadline:
+        ready, _, _ = select.select(open_, [], [], 0.1)
+        for s in ready:
+            try:
+                if s.recv(10) == b"":
+                    open_.remove(s)
+            except OSError:
+                open_.remove(s)
+    closed = len(clients) - len(open_)
+    for s in clients:
+        s.close()
+    deadline = time.monotonic() + 2
+    while status(server.port) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = len(status(server.port))
+    checks.check(answered == 200 and closed == 200 and left == 0,
+                 "LOCK + half-close back to back, 200 times: %d answered ok, %d closed by the "
+                 "server, %d keys left held" % (answered, closed, left))
+    nc = shutil.which("nc")
+    if nc is None:
+        print("     (no nc here: the one-liner itself is not run)")
+        return
+    out = subprocess.run("printf 'LOCK compat/nc\\n' | %s -N 127.0.0.1 %d" % (nc, server.port),
+                         shell=True, capture_output=True, timeout=10).stdout
+    checks.check(out == b"ok\n" and status(server.port) == [],
+                 "printf 'LOCK k\\n' | nc -N: %r, and the key is free after" % out)
+
+
 def main():
     args = parse_args()
     checks = Checks()
     with Lockd(args.lockd) as server:
         for holder, waiter in (("seed", "seed"), ("php", "php"), ("seed", "php"), ("php", "seed")):
             run(holder, waiter, args, server, checks)
+        half_close(server, checks)
     checks.finish()
 
 

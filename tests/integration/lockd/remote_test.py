@@ -8,10 +8,15 @@ From the other host:
   - with the right AUTH a client locks;
   - with the other host's address left out of lockd.allow (a second server), it is refused at
     accept ("error not allowed ...").
+  - lockd.max_connections_per_address bounds the other host's connections (loopback's are not
+    counted there).
 Then the other host holds a lock, a client on this side waits for it, and the other host's
 link goes down: no FIN, no RST. kagi-lockd learns that the client is gone only from the TCP
-keepalives it sets on accepted sockets; with idle 1 s, interval 1 s and 2 probes the bound is
-3 s, and the waiter must be granted within it plus a margin (printed).
+keepalives it sets on accepted sockets. With TCP_USER_TIMEOUT set (lockd.user_timeout_ms, as by
+default), Linux ends the connection at the first probe at least user_timeout after the peer
+was last heard, and ignores the probe count: with idle 1 s, interval 1 s, 2 probes and a user
+timeout of 5 s the bound is 1 + 1 x 4 = 5 s, not the 3 s the count alone would give. The
+waiter must be granted after more than the count's 3 s and within 5 s plus a margin (printed).
 
 Needs root (ip netns); without it the test is skipped (exit code 77) and says why.
 
@@ -27,9 +32,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lockd_harness import Checks, Lockd, connect, parse_args, read_line, status  # noqa: E402
 
-IDLE_S, INTERVAL_S, COUNT = 1, 1, 2
-BOUND_S = IDLE_S + INTERVAL_S * COUNT
+IDLE_S, INTERVAL_S, COUNT, USER_TIMEOUT_S = 1, 1, 2, 5
+COUNT_BOUND_S = IDLE_S + INTERVAL_S * COUNT  # what the probe count alone would give: 3 s
+# The first probe at least USER_TIMEOUT_S after the peer was last heard: 5 s.
+BOUND_S = IDLE_S + INTERVAL_S * max(1, -(-(USER_TIMEOUT_S - IDLE_S) // INTERVAL_S))
 MARGIN_S = 3.0
+PER_ADDRESS = 2
 
 # Run inside the namespace: connect, send the lines, print each answer line (hex), then hold
 # the connection until killed.
@@ -87,7 +95,8 @@ def main():
                     "--set", "lockd.keepalive_idle_s=%d" % IDLE_S,
                     "--set", "lockd.keepalive_interval_s=%d" % INTERVAL_S,
                     "--set", "lockd.keepalive_count=%d" % COUNT,
-                    "--set", "lockd.user_timeout_ms=%d" % (BOUND_S * 1000)]
+                    "--set", "lockd.user_timeout_ms=%d" % (USER_TIMEOUT_S * 1000),
+                    "--set", "lockd.max_connections_per_address=%d" % PER_ADDRESS]
         # Refused: the other host is not in lockd.allow.
         with Lockd(args.lockd, settings) as closed:
             out, p = far(ns, here_ip, port, "PING|", 1)
@@ -106,6 +115,16 @@ def main():
             out, holder = far(ns, here_ip, port, "AUTH s3cret|LOCK remote/x|", 2)
             procs.append(holder)
             checks.check(out == "ok\nok\n", "with the secret, the other host locks: %r" % out)
+            out, p = far(ns, here_ip, port, "AUTH s3cret|PING|", 2)
+            procs.append(p)
+            checks.check(out == "ok\npong\n", "a second connection from the other host: %r" % out)
+            out, p = far(ns, here_ip, port, "AUTH s3cret|PING|", 1)
+            procs.append(p)
+            checks.check(out.startswith("error too many connections from %s" % there_ip),
+                         "a third is over lockd.max_connections_per_address = %d: %r" %
+                         (PER_ADDRESS, out))
+            checks.check(all(call_local(server.port) == b"pong" for _ in range(5)),
+                         "loopback is not counted with it")
             near = connect(server.port)
             near.sendall(b"LOCK remote/x 60000\n")
             deadline = time.monotonic() + 5
@@ -120,13 +139,18 @@ def main():
             near.settimeout(BOUND_S + MARGIN_S + 10)
             answer = read_line(near)
             took = time.monotonic() - cut_at
-            print("     the vanished host's lock was free %.2f s after its network went (bound %d s"
-                  " = idle %d + interval %d x %d probes)" % (took, BOUND_S, IDLE_S, INTERVAL_S,
-                                                            COUNT), flush=True)
+            print("     the vanished host's lock was free %.2f s after its network went (bound %d s:"
+                  " the first probe (idle %d s, then every %d s) past user_timeout %d s; the %d"
+                  " probes of keepalive_count alone would say %d s)" %
+                  (took, BOUND_S, IDLE_S, INTERVAL_S, USER_TIMEOUT_S, COUNT, COUNT_BOUND_S),
+                  flush=True)
             checks.check(answer.startswith(b"ok "), "the waiter is granted after the cut")
             checks.check(took < BOUND_S + MARGIN_S,
                          "within the keepalive bound plus %.0f s (%.2f s)" % (MARGIN_S, took))
-            checks.check(took > IDLE_S * 0.5, "through the keepalive path, not a FIN")
+            # The peer was last heard at most one interval before the cut (its last probe).
+            checks.check(took > COUNT_BOUND_S + 0.5,
+                         "after more than the count's %d s: TCP_USER_TIMEOUT decides (%.2f s)" %
+                         (COUNT_BOUND_S, took))
     finally:
         for p in procs:
             p.kill()

@@ -47,7 +47,7 @@ TEST(LockDomain, LockdIsTheServerAndLoopbackIsPerHost) {
   a.backend = b.backend = c.backend = "lockd";
   a.lockd.address = "10.0.0.5:1006";
   b.lockd.address = "127.0.0.1:1006";
-  c.lockd.address = "unix:/run/kagi/lockd.sock";
+  c.lockd.address = "unix:/run/kagi-lockd/lockd.sock";
   EXPECT_EQ(lock_domain(a), "lockd address=10.0.0.5:1006");
   EXPECT_EQ(lock_domain(b), "lockd host=" + util::host_name() + " address=127.0.0.1:1006");
   EXPECT_NE(lock_domain(c).find("host=" + util::host_name()), std::string::npos);

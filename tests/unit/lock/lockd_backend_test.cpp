@@ -11,6 +11,8 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <kagi/lock/cluster_status.hpp>
 #include <kagi/lock/lock_service.hpp>
@@ -193,6 +195,137 @@ TEST_F(LockdBackendTest, ABadAddressOrSecretFileRefusesToStart) {
   LockOptions o = options(server_->address());
   o.lockd.secret_file = dir_.path() + "/missing";
   EXPECT_THROW(LockService::create(o), std::invalid_argument);
+}
+
+// The server restarts under a request that holds a lock; another request takes the lock on
+// the new server. The first request's next lock finds its connection dead: it must not be
+// retried on a fresh connection as if nothing were held. Every guard of the request is fenced
+// and it takes no more locks until it ends.
+TEST_F(LockdBackendTest, ALostConnectionFencesTheRequestInsteadOfRetrying) {
+  auto service = LockService::create(options(server_->address()));
+  auto first = service->context({"first", "POST", "/", ""});
+  auto a = first->exclusive("lost/a");
+  const std::string address = server_->address();
+  EXPECT_EQ(server_->stop(), 0);
+  std::string why;
+  server_ = test_support::LockdServer::start({}, &why, address);
+  ASSERT_NE(server_, nullptr) << why;
+  auto second = service->context({"second", "POST", "/", ""});
+  auto theirs = second->exclusive("lost/a", 1s);  // the old server's locks are gone
+  ASSERT_TRUE(theirs.held());
+
+  EXPECT_THROW(first->exclusive("lost/b", 500ms), LockUnavailable);
+  EXPECT_FALSE(a.held()) << "two requests hold lost/a";
+  EXPECT_EQ(a.verify(), Errc::kFenceLost);
+  try {
+    first->exclusive("lost/c", 200ms);
+    FAIL() << "a request that lost its locks took another";
+  } catch (const LockUnavailable& e) {
+    EXPECT_NE(e.reason().find("ended while it held locks"), std::string::npos) << e.reason();
+  }
+  EXPECT_TRUE(theirs.held());
+  EXPECT_FALSE(theirs.verify());
+  first->end_request();  // a's release is a no-op: the lock is the second request's now
+  EXPECT_FALSE(theirs.verify());
+  EXPECT_TRUE(first->exclusive("lost/c", 1s).held());  // the context serves its next request
+}
+
+// kagi-lockd closes a connection that asks for more keys than it allows, and every lock on it
+// goes: kagi refuses the 65th lock of a request itself, and the 64 stay held.
+TEST_F(LockdBackendTest, TheSixtyFifthLockIsRefusedAndTheOthersStayHeld) {
+  auto service = LockService::create(options(server_->address()));
+  auto ctx = service->context({"many", "POST", "/", ""});
+  std::vector<ExclusiveGuard> held;
+  for (int i = 0; i < 64; ++i) held.push_back(ctx->exclusive("many/" + std::to_string(i)));
+  try {
+    ctx->exclusive("many/64");
+    FAIL() << "a 65th lock on one connection";
+  } catch (const LockError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 64 locks"), std::string::npos) << e.what();
+  }
+  const std::string two[] = {"many/x", "many/y"};
+  EXPECT_THROW(ctx->exclusive_set(two), LockError);
+  auto other = service->context({"other", "POST", "/", ""});
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_TRUE(held[i].held()) << i;
+    EXPECT_FALSE(other->try_exclusive("many/" + std::to_string(i)).has_value()) << i;
+  }
+  EXPECT_FALSE(held[0].verify());
+}
+
+// A server configured below kagi's limit refuses the command and closes: the request's locks
+// are gone with the connection, and its guards say so.
+TEST_F(LockdBackendTest, AServerLimitThatClosesTheConnectionFencesEveryGuard) {
+  std::string why;
+  auto server =
+      test_support::LockdServer::start({"--set", "lockd.max_keys_per_connection=4"}, &why);
+  ASSERT_NE(server, nullptr) << why;
+  auto service = LockService::create(options(server->address()));
+  auto ctx = service->context({"few", "POST", "/", ""});
+  std::vector<ExclusiveGuard> held;
+  for (int i = 0; i < 4; ++i) held.push_back(ctx->exclusive("few/" + std::to_string(i)));
+  EXPECT_THROW(ctx->exclusive("few/4"), LockError);  // "error too many keys", then closed
+  auto other = service->context({"other", "POST", "/", ""});
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(held[i].held()) << i;
+    EXPECT_EQ(held[i].verify(), Errc::kFenceLost) << i;
+    EXPECT_TRUE(other->try_exclusive("few/" + std::to_string(i)).has_value()) << i;
+  }
+  EXPECT_THROW(ctx->exclusive("few/5", 200ms), LockUnavailable);
+}
+
+// A set of long names does not fit in one LOCKSET line (lockd.max_line_bytes, 8192): it is
+// taken one by one instead of being refused.
+TEST_F(LockdBackendTest, ASetTooLongForOneLineIsTakenNameByName) {
+  auto service = LockService::create(options(server_->address()));
+  auto ctx = service->context({"long", "POST", "/", ""});
+  std::vector<std::string> names;
+  for (int i = 0; i < 60; ++i) {
+    std::string name = "long/" + std::to_string(100 + i) + "/";
+    name.resize(190, 'n');
+    names.push_back(name);
+  }
+  auto guards = ctx->exclusive_set(names);
+  ASSERT_EQ(guards.size(), names.size());
+  auto other = service->context({"other", "POST", "/", ""});
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_TRUE(guards[i].held());
+    EXPECT_FALSE(guards[i].verify());
+    EXPECT_FALSE(other->try_exclusive(names[i]).has_value());
+  }
+}
+
+// The watchdog revokes a lock while the request's thread waits for another one on the same
+// connection: the UNLOCK cannot overtake the wait (the server queues it behind), but it goes
+// as soon as the wait's answer is in, not at the request's next lock call.
+TEST_F(LockdBackendTest, ARevocationDuringAWaitIsSentWhenTheWaitEnds) {
+  LockOptions o = options(server_->address());
+  o.max_hold = 300ms;
+  o.watchdog_interval = 10ms;
+  auto service = LockService::create(o);
+  const int seed = connect_to(server_->address());  // holds rv/busy, unseen by the watchdog
+  ASSERT_GE(seed, 0);
+  ASSERT_EQ(::write(seed, "LOCK rv/busy\n", 13), 13);
+  ASSERT_EQ(read_line(seed), "ok");
+  auto hung = service->context({"hung", "POST", "/", ""});
+  auto stale = hung->exclusive("rv/held");
+  const auto began = Clock::now();
+  std::thread waiting([&] {
+    Guard never;
+    EXPECT_EQ(hung->try_acquire_for("rv/busy", Mode::kExclusive, 800ms, never), Errc::kTimeout);
+    // ...and then the request does something else for a long while: no more lock calls.
+  });
+  auto next = service->context({"next", "POST", "/", ""});
+  Guard got;
+  const std::error_code ec = next->try_acquire_for("rv/held", Mode::kExclusive, 3s, got);
+  const auto took = Clock::now() - began;
+  waiting.join();
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_LT(took, 1500ms) << "granted "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                          << " ms after the hold began";
+  EXPECT_FALSE(stale.held());
+  ::close(seed);
 }
 
 }  // namespace

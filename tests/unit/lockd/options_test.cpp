@@ -64,5 +64,68 @@ TEST(LockdOptions, SecretFileAndBadValues) {
   EXPECT_THROW(Config::load(lockd_schema(), std::nullopt, {"lockd.max_key_bytes=0"}), ConfigError);
 }
 
+// AUTH carries the secret on one line of at most 512 bytes of UTF-8 text: a secret_file it
+// could never send is refused at start, not by every client later.
+TEST(LockdOptions, ASecretThatAuthCannotCarryIsRefusedAtStart) {
+  char path[] = "/tmp/kagi-lockd-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string file(path);
+  auto load = [&](const std::string& text) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+    return server_options(
+        Config::load(lockd_schema(), std::nullopt, {"lockd.secret_file=" + file}));
+  };
+  EXPECT_EQ(load("with spaces and caf\xc3\xa9\r\n").secret, "with spaces and caf\xc3\xa9");
+  EXPECT_EQ(load(std::string(512, 's') + "\n").secret.size(), 512u);
+  for (const std::string& bad :
+       {std::string(513, 's'), std::string("tab\there"), std::string("two\nlines"),
+        std::string("latin1 \xe9"), std::string("\n")}) {
+    try {
+      load(bad);
+      ADD_FAILURE() << "accepted a secret AUTH cannot send: '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("512 bytes of UTF-8"), std::string::npos) << e.what();
+    }
+  }
+  ::unlink(path);
+}
+
+TEST(LockdOptions, SocketGroupAndLocalConnections) {
+  const ServerOptions o = server_options(
+      Config::load(lockd_schema(), std::nullopt,
+                   {"lockd.socket_group=www-data", "lockd.max_local_connections=300"}));
+  EXPECT_EQ(o.socket_group, "www-data");
+  EXPECT_EQ(o.max_local_connections, 300u);
+  const ServerOptions d = server_options(Config::defaults(lockd_schema()));
+  EXPECT_EQ(d.socket_group, "");
+  EXPECT_EQ(d.max_local_connections, 0u);
+}
+
+// The value of `key=` in a systemd unit file ("" if absent; the last one if repeated).
+std::string unit_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line, value;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + "=", 0) == 0) value = line.substr(key.size() + 1);
+  }
+  return value;
+}
+
+// systemd re-owns a unit's RuntimeDirectory= at start and removes it, with everything in it, at
+// stop: kagi-lockd's must not be the folder of kagi.socket's FastCGI socket (/run/kagi), and
+// its socket reaches PHP through a group kagi-lockd belongs to.
+TEST(LockdOptions, TheSystemdUnitKeepsToAFolderOfItsOwn) {
+  const std::string dir = std::string(KAGI_SOURCE_DIR) + "/conf/systemd/";
+  const std::string runtime = unit_value(dir + "kagi-lockd.service", "RuntimeDirectory");
+  const std::string fcgi = unit_value(dir + "kagi.socket", "ListenStream");
+  ASSERT_EQ(fcgi.rfind("/run/", 0), 0u) << fcgi;
+  EXPECT_EQ(runtime, "kagi-lockd");
+  EXPECT_NE(fcgi.substr(0, fcgi.rfind('/')), "/run/" + runtime)
+      << "kagi-lockd.service would take over kagi.socket's folder";
+  EXPECT_EQ(unit_value(dir + "kagi-lockd.service", "SupplementaryGroups"), "www-data");
+}
+
 }  // namespace
 }  // namespace kagi::lockd

@@ -76,6 +76,11 @@ class Session {
   // More about the last failure than its error code (e.g. "connection refused"), for the log
   // line and the LockUnavailable it becomes. Empty if there is nothing to add.
   virtual std::string last_error() const { return {}; }
+  // True once every lock the session held was lost at once (the lockd backend: the connection
+  // they were held on ended), until end_request(). The context then fences every guard it
+  // handed out (held() false, verify() Errc::kFenceLost); the session refuses further
+  // acquires meanwhile. Read after each call into the session, from either thread.
+  virtual bool lost_held_locks() const noexcept { return false; }
 };
 
 class Backend {

@@ -60,6 +60,9 @@ struct HeldLock {
   // the registry slot are released already, and verify() answers Errc::kRevoked. Read without
   // the mutex by Guard::held().
   std::atomic<bool> revoked{false};
+  // With `revoked`: taken away because the backend lost it (its connection ended), not by the
+  // watchdog; verify() answers Errc::kFenceLost. Under the owner's mutex.
+  bool lost = false;
 };
 
 }  // namespace detail

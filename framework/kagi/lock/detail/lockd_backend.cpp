@@ -14,6 +14,12 @@
 //
 // Waits run in the server: it ends a wait at its timeout ("busy"); the client waits for the
 // answer until the deadline plus LockdOptions::grace, then gives the connection up.
+//
+// A connection that ends while the request holds locks on it takes all of them along: the
+// session then says so (lost_held_locks()), the context fences every guard, and the request
+// takes no more locks until it ends. So kagi never sends what the server would refuse with an
+// error (which closes the connection): more keys than it allows, or a line longer than it
+// reads (kLockdMaxKeys, kLockdMaxLineBytes).
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -53,8 +59,10 @@ class LockdSession : public Session {
   std::error_code acquire_set(std::span<SetEntry> entries, Clock::time_point deadline) override;
   void end_request() noexcept override;
   std::string last_error() const override;
+  bool lost_held_locks() const noexcept override { return lost_.load(std::memory_order_acquire); }
 
  private:
+  class CallLock;
   struct PendingRelease {
     std::string name;
     uint64_t generation;
@@ -62,7 +70,7 @@ class LockdSession : public Session {
 
   // Pins a connection and runs one lock command (`command`, without the label): its answer
   // in answer_. Once more on a fresh connection if a pooled one turns out dead while this
-  // request holds nothing on it.
+  // request held nothing on it. Refused at once once the request lost its locks.
   std::error_code lock_command(const std::string& command, Clock::time_point deadline)
       KAGI_REQUIRES(mu_);
   // Sends `request` and reads one answer line into answer_; a failure drops the connection.
@@ -72,10 +80,19 @@ class LockdSession : public Session {
                        uint64_t& epoch, void*& handle) KAGI_REQUIRES(mu_);
   void unlock(std::string_view name, uint64_t generation) const noexcept KAGI_REQUIRES(mu_);
   void drain_pending() const noexcept KAGI_REQUIRES(mu_) KAGI_EXCLUDES(pending_mu_);
+  // Lets mu_ go after the releases queued meanwhile are sent; if more were queued while it was
+  // let go, takes it again to send them (the watchdog's release() looks once more too), so
+  // none waits for the request's next call.
+  void leave() const noexcept KAGI_RELEASE(mu_) KAGI_EXCLUDES(pending_mu_);
+  bool has_pending() const noexcept KAGI_EXCLUDES(pending_mu_);
+  // Closes the connection (the server releases what it holds); if it held locks, the request
+  // has lost them all (lost_).
   void drop_connection() const noexcept KAGI_REQUIRES(mu_);
   std::error_code failed(std::error_code ec, std::string why) const KAGI_REQUIRES(mu_);
   // The answer is not "ok ..." / "busy": what the server said, as an error.
   std::error_code unexpected(const char* doing) const KAGI_REQUIRES(mu_);
+  // Why `more` locks are refused beside the ones held (kLockdMaxKeys).
+  std::string too_many(size_t more) const KAGI_REQUIRES(mu_);
 
   LockdBackend& backend_;
   const std::string label_;  // "CLIENT kagi/<host>/<pid> <request id> <method> <path>\n"
@@ -84,10 +101,24 @@ class LockdSession : public Session {
   mutable uint64_t generation_ KAGI_GUARDED_BY(mu_) = 0;
   mutable bool labelled_ KAGI_GUARDED_BY(mu_) = false;  // conn_ has this request's label
   mutable size_t held_ KAGI_GUARDED_BY(mu_) = 0;
+  // Set when a connection ended under locks of this request; cleared by end_request().
+  mutable std::atomic<bool> lost_{false};
   mutable std::string answer_ KAGI_GUARDED_BY(mu_);
   mutable std::string last_error_ KAGI_GUARDED_BY(mu_);
   mutable util::Mutex pending_mu_;
   mutable std::vector<PendingRelease> pending_ KAGI_GUARDED_BY(pending_mu_);
+};
+
+// mu_ for one call of the request's thread (or the watchdog's release), let go by leave().
+class KAGI_SCOPED_CAPABILITY LockdSession::CallLock {
+ public:
+  explicit CallLock(const LockdSession& s) KAGI_ACQUIRE(s.mu_) : s_(s) { s_.mu_.lock(); }
+  ~CallLock() KAGI_RELEASE() { s_.leave(); }
+  CallLock(const CallLock&) = delete;
+  CallLock& operator=(const CallLock&) = delete;
+
+ private:
+  const LockdSession& s_;
 };
 
 class LockdBackend : public Backend {
@@ -171,6 +202,7 @@ std::error_code LockdSession::unexpected(const char* doing) const {
 
 void LockdSession::drop_connection() const noexcept {
   if (!conn_) return;
+  if (held_ > 0) lost_.store(true, std::memory_order_release);
   backend_.count_active(-static_cast<ptrdiff_t>(held_));
   held_ = 0;
   backend_.pool().discard(std::move(conn_));  // closing it releases what it holds
@@ -191,7 +223,14 @@ std::error_code LockdSession::round_trip(std::string_view request,
 }
 
 std::error_code LockdSession::lock_command(const std::string& command, Clock::time_point deadline) {
+  if (lost_.load(std::memory_order_relaxed)) {
+    return failed(make_error_code(Errc::kUnavailable),
+                  "kagi-lockd: this request's connection ended while it held locks, so they "
+                  "are gone; it takes no more until it ends");
+  }
   for (int tries = 0;; ++tries) {
+    // Decided before the round trip: a failure drops the connection, and with it held_.
+    const bool held_nothing = held_ == 0;
     if (!conn_) {
       std::error_code ec;
       std::string why;
@@ -222,7 +261,9 @@ std::error_code LockdSession::lock_command(const std::string& command, Clock::ti
       }
     }
     // A pooled connection the server closed meanwhile (restart): once more, on a new one.
-    if (ec == Errc::kUnavailable && tries == 0 && held_ == 0 && Clock::now() < deadline) continue;
+    if (ec == Errc::kUnavailable && tries == 0 && held_nothing && Clock::now() < deadline) {
+      continue;
+    }
     return ec;
   }
 }
@@ -230,6 +271,9 @@ std::error_code LockdSession::lock_command(const std::string& command, Clock::ti
 std::error_code LockdSession::take(std::string_view name, Mode mode, bool wait,
                                    Clock::time_point deadline, uint64_t& epoch, void*& handle) {
   drain_pending();
+  if (held_ >= detail::kLockdMaxKeys) {
+    return failed(make_error_code(Errc::kBackend), too_many(1));
+  }
   const int64_t ms = wait ? ms_left(deadline) : 0;
   if (wait && ms == 0) return make_error_code(Errc::kTimeout);
   std::string command = mode == Mode::kShared ? "SHARED " : "LOCK ";
@@ -254,7 +298,7 @@ std::error_code LockdSession::take(std::string_view name, Mode mode, bool wait,
 
 std::error_code LockdSession::acquire(std::string_view name, Mode mode, Clock::time_point deadline,
                                       uint64_t& epoch, void*& handle, bool* contended) {
-  util::MutexLock lock(mu_);
+  CallLock lock(*this);
   if (contended) *contended = true;  // the context tried without waiting first
   return take(name, mode, true, deadline, epoch, handle);
 }
@@ -262,13 +306,16 @@ std::error_code LockdSession::acquire(std::string_view name, Mode mode, Clock::t
 std::error_code LockdSession::try_acquire(std::string_view name, Mode mode,
                                           Clock::time_point deadline, uint64_t& epoch,
                                           void*& handle) {
-  util::MutexLock lock(mu_);
+  CallLock lock(*this);
   return take(name, mode, false, deadline, epoch, handle);
 }
 
 std::error_code LockdSession::acquire_set(std::span<SetEntry> entries, Clock::time_point deadline) {
-  util::MutexLock lock(mu_);
+  CallLock lock(*this);
   drain_pending();
+  if (held_ + entries.size() > detail::kLockdMaxKeys) {
+    return failed(make_error_code(Errc::kBackend), too_many(entries.size()));
+  }
   // The common case in one round trip: the whole set, free now, taken by the server in this
   // (canonical) order, all or nothing.
   std::string command = "LOCKSET ";
@@ -279,22 +326,24 @@ std::error_code LockdSession::acquire_set(std::span<SetEntry> entries, Clock::ti
     command += e.name;
   }
   command += '\n';
-  if (auto ec = lock_command(command, deadline)) return ec;
-  std::vector<uint64_t> tokens(entries.size());
-  if (answer_ != "busy") {
-    if (!parse_tokens(answer_, entries.size(), tokens.data())) return unexpected("LOCKSET");
-    for (size_t i = 0; i < entries.size(); ++i) {
-      entries[i].epoch = tokens[i];
-      entries[i].handle = handle_of(generation_);
-      entries[i].contended = false;
+  // A set of long names may not fit on one line: then one by one, as for a busy set.
+  if (command.size() <= detail::kLockdMaxLineBytes) {
+    if (auto ec = lock_command(command, deadline)) return ec;
+    if (answer_ != "busy") {
+      std::vector<uint64_t> tokens(entries.size());
+      if (!parse_tokens(answer_, entries.size(), tokens.data())) return unexpected("LOCKSET");
+      for (size_t i = 0; i < entries.size(); ++i) {
+        entries[i].epoch = tokens[i];
+        entries[i].handle = handle_of(generation_);
+        entries[i].contended = false;
+      }
+      held_ += entries.size();
+      backend_.count_active(static_cast<ptrdiff_t>(entries.size()));
+      return {};
     }
-    held_ += entries.size();
-    backend_.count_active(static_cast<ptrdiff_t>(entries.size()));
-    return {};
   }
   // Some name is taken: one by one in the same order, each tried first, so the stats and the
   // registry know which names waited; what was taken goes back if one is not had in time.
-  const uint64_t generation = generation_;
   for (size_t i = 0; i < entries.size(); ++i) {
     SetEntry& e = entries[i];
     std::error_code ec = take(e.name, e.mode, false, deadline, e.epoch, e.handle);
@@ -302,7 +351,7 @@ std::error_code LockdSession::acquire_set(std::span<SetEntry> entries, Clock::ti
     if (e.contended) ec = take(e.name, e.mode, true, deadline, e.epoch, e.handle);
     if (ec) {
       for (size_t j = 0; j < i; ++j) {
-        unlock(entries[j].name, generation);
+        unlock(entries[j].name, generation_of(entries[j].handle));
         entries[j].handle = nullptr;
       }
       return ec;
@@ -340,28 +389,50 @@ void LockdSession::drain_pending() const noexcept {
   for (const PendingRelease& p : pending) unlock(p.name, p.generation);
 }
 
-void LockdSession::release(std::string_view name, Mode, void* handle) noexcept {
-  // The watchdog may call this while the request's thread waits on the connection: then the
-  // release is queued, and done by that thread as soon as its answer arrives.
-  if (!mu_.try_lock()) {
-    {
-      util::MutexLock lock(pending_mu_);
-      try {
-        pending_.push_back({std::string(name), generation_of(handle)});
-        return;
-      } catch (...) {
-      }
-    }
-    mu_.lock();  // out of memory: wait for the connection after all
-  }
-  unlock(name, generation_of(handle));
+bool LockdSession::has_pending() const noexcept {
+  util::MutexLock lock(pending_mu_);
+  return !pending_.empty();
+}
+
+void LockdSession::leave() const noexcept {
   drain_pending();
   mu_.unlock();
+  while (has_pending() && mu_.try_lock()) {
+    drain_pending();
+    mu_.unlock();
+  }
+}
+
+void LockdSession::release(std::string_view name, Mode, void* handle) noexcept {
+  // The watchdog may call this while the request's thread waits on the connection: then the
+  // release is queued, and sent by that thread as soon as its answer arrives (lines sent
+  // meanwhile would wait in the server behind the wait anyway).
+  if (mu_.try_lock()) {
+    unlock(name, generation_of(handle));
+    leave();
+    return;
+  }
+  bool queued = false;
+  {
+    util::MutexLock lock(pending_mu_);
+    try {
+      pending_.push_back({std::string(name), generation_of(handle)});
+      queued = true;
+    } catch (...) {
+    }
+  }
+  if (!queued) {  // out of memory: wait for the connection after all
+    CallLock lock(*this);
+    unlock(name, generation_of(handle));
+    return;
+  }
+  // The request's thread may have let mu_ go before it could see the queued release.
+  if (mu_.try_lock()) leave();
 }
 
 std::error_code LockdSession::verify(std::string_view name, uint64_t epoch,
                                      void* handle) const noexcept {
-  util::MutexLock lock(mu_);
+  CallLock lock(*this);
   if (!conn_ || conn_->broken() || generation_of(handle) != generation_) {
     return make_error_code(Errc::kFenceLost);
   }
@@ -381,19 +452,27 @@ std::error_code LockdSession::verify(std::string_view name, uint64_t epoch,
 }
 
 void LockdSession::end_request() noexcept {
-  util::MutexLock lock(mu_);
+  CallLock lock(*this);
   drain_pending();
-  if (!conn_) return;
-  if (held_ != 0) {
-    drop_connection();  // something is still held: closing releases it
-    return;
+  if (conn_) {
+    if (held_ != 0) {
+      drop_connection();  // something is still held: closing releases it
+    } else {
+      backend_.pool().give_back(std::move(conn_));
+    }
   }
-  backend_.pool().give_back(std::move(conn_));
+  lost_.store(false, std::memory_order_release);  // the next request starts afresh
 }
 
 std::string LockdSession::last_error() const {
-  util::MutexLock lock(mu_);
+  CallLock lock(*this);
   return last_error_;
+}
+
+std::string LockdSession::too_many(size_t more) const {
+  return "kagi-lockd holds at most " + std::to_string(detail::kLockdMaxKeys) +
+         " locks per connection (lockd.max_keys_per_connection): this request holds " +
+         std::to_string(held_) + " and asks for " + std::to_string(more) + " more";
 }
 
 }  // namespace

@@ -6,12 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include <kagi/util/utf8.hpp>
 #include <kagi/util/wait_fd.hpp>
 
 namespace kagi::lock::detail {
@@ -43,8 +45,14 @@ LockdTarget make_lockd_target(const LockdOptions& options) {
     while (!t.secret.empty() && (t.secret.back() == '\n' || t.secret.back() == '\r')) {
       t.secret.pop_back();
     }
-    if (t.secret.empty()) {
-      throw std::invalid_argument("locks.lockd.secret_file '" + options.secret_file + "' is empty");
+    // AUTH carries it on one line (kagi-lockd refuses the same secrets at its start).
+    const bool control = std::any_of(t.secret.begin(), t.secret.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (t.secret.empty() || t.secret.size() > 512 || control || !util::valid_utf8(t.secret)) {
+      throw std::invalid_argument("locks.lockd.secret_file '" + options.secret_file +
+                                  "' must hold one line of 1 to 512 bytes of UTF-8 text without "
+                                  "tabs or other control characters (AUTH sends it on one line)");
     }
   }
   if (options.pool == 0) throw std::invalid_argument("locks.lockd.pool must be at least 1");
@@ -76,7 +84,18 @@ std::unique_ptr<LockdConnection> LockdConnection::open(const LockdTarget& target
   }
   const std::string where = "kagi-lockd " + target.address;
   if (::connect(fd, target.endpoint.sockaddr_ptr(), target.endpoint.sockaddr_len()) != 0) {
-    if (errno != EINPROGRESS && errno != EAGAIN) {
+    // Only EINPROGRESS is a connection under way. EAGAIN is not: on a unix socket the server's
+    // listen backlog is full, on TCP no local port is free.
+    if (errno == EAGAIN) {
+      ec = conn->fail(Errc::kUnavailable, why,
+                      where + ": connect: " +
+                          (target.endpoint.is_unix
+                               ? "the server's listen backlog is full (it is overloaded, or "
+                                 "stopped accepting)"
+                               : "no local port is free for a new connection"));
+      return nullptr;
+    }
+    if (errno != EINPROGRESS) {
       ec = conn->fail(Errc::kUnavailable, why, where + ": connect: " + std::strerror(errno));
       return nullptr;
     }

@@ -28,6 +28,12 @@
 
 namespace kagi::lock::detail {
 
+// kagi-lockd's default limits (lockd.max_keys_per_connection, lockd.max_line_bytes). A command
+// beyond them is answered with an error and the connection closed, which releases every lock
+// on it; the lockd backend stays within them by itself.
+inline constexpr size_t kLockdMaxKeys = 64;
+inline constexpr size_t kLockdMaxLineBytes = 8192;
+
 // Where and how to connect: parsed once from LockdOptions (make_lockd_target throws
 // std::invalid_argument for a bad address or an unreadable secret file).
 struct LockdTarget {
