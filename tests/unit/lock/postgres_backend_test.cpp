@@ -191,6 +191,39 @@ TEST_F(PostgresBackendTest, ServingResumesAfterTheServerRestarts) {
   EXPECT_FALSE(g.verify());
 }
 
+// The server restarts while a request holds a lock, and another request takes that lock from
+// the new server: the first request must not carry on as if it held it. Its next lock is
+// refused (not retried on a fresh connection, which would hide the loss) and its guard is
+// fenced; the context serves its next request normally.
+TEST_F(PostgresBackendTest, ALostConnectionFencesTheRequestInsteadOfRetrying) {
+  auto service = LockService::create(options("lost"));
+  auto first = request(*service, "first");
+  auto a = first->exclusive("lost/a");
+  ASSERT_TRUE(pg_->stop());
+  ASSERT_TRUE(pg_->start());
+  std::this_thread::sleep_for(300ms);  // past the pool's fail-fast interval
+  auto other = LockService::create(options("lost2"));
+  auto second = request(*other, "second");
+  auto theirs = second->exclusive("lost/a", 2s);  // the old server's locks are gone
+  ASSERT_TRUE(theirs.held());
+
+  EXPECT_THROW(first->exclusive("lost/b", 1s), LockUnavailable);
+  EXPECT_FALSE(a.held()) << "two requests hold lost/a";
+  EXPECT_EQ(a.verify(), Errc::kFenceLost);
+  try {
+    first->exclusive("lost/c", 500ms);
+    ADD_FAILURE() << "a request that lost its locks took another";
+  } catch (const LockUnavailable& e) {
+    EXPECT_NE(e.reason().find("ended while it held locks"), std::string::npos) << e.reason();
+  }
+  EXPECT_TRUE(theirs.held());
+  EXPECT_FALSE(theirs.verify());
+  first->end_request();  // a's release is a no-op: the lock is the second request's now
+  EXPECT_FALSE(theirs.verify());
+  auto next = request(*service, "next");
+  EXPECT_TRUE(next->exclusive("lost/c", 2s).held());
+}
+
 // The connection that holds a lock is ended under it (an admin's pg_terminate_backend, or the
 // server giving up on a silent client): the lock goes to the next waiter at once, the guard is
 // fenced, and its release does nothing to the new holder.

@@ -88,6 +88,7 @@ class PostgresSession : public Session {
   std::error_code with_connection(void* handle, const ConnectionWork& work) override;
   void end_request() noexcept override;
   std::string last_error() const override;
+  bool lost_held_locks() const noexcept override { return lost_.load(std::memory_order_acquire); }
 
  private:
   // A release the watchdog asked for while the request's thread was using the connection.
@@ -135,6 +136,9 @@ class PostgresSession : public Session {
   mutable std::string last_error_ KAGI_GUARDED_BY(mu_);
   mutable util::Mutex pending_mu_;
   mutable std::vector<PendingRelease> pending_ KAGI_GUARDED_BY(pending_mu_);
+  // The connection ended while the request held locks on it: they are gone, the context
+  // fences their guards, and the request takes no more until it ends (end_request()).
+  mutable std::atomic<bool> lost_{false};
 };
 
 class PostgresBackend : public Backend {
@@ -292,6 +296,7 @@ std::error_code PostgresSession::failed(std::error_code ec, std::string why) con
 
 void PostgresSession::drop_connection() const noexcept {
   if (!conn_) return;
+  if (held_ > 0) lost_.store(true, std::memory_order_release);
   backend_.count_active(-static_cast<ptrdiff_t>(held_));
   held_ = 0;
   if (conn_->broken()) {
@@ -389,9 +394,20 @@ std::error_code PostgresSession::register_names(std::span<const std::string_view
 template <typename Attempt>
 std::error_code PostgresSession::lock_statement(Clock::time_point deadline, Attempt attempt) {
   for (int tries = 0;; ++tries) {
+    // Decided before the round trip: a failure drops the connection, and with it held_.
+    const bool held_nothing = held_ == 0;
     if (auto ec = pin(deadline)) return ec;
+    if (lost_.load(std::memory_order_relaxed)) {
+      return failed(make_error_code(Errc::kUnavailable),
+                    "postgres: this request's connection ended while it held locks, so they "
+                    "are gone; it takes no more until it ends");
+    }
     const std::error_code ec = attempt();
-    if (ec == Errc::kUnavailable && tries == 0 && held_ == 0 && Clock::now() < deadline) continue;
+    // A pooled connection the server closed meanwhile (restart): once more, on a new one,
+    // unless locks were held on it (they went with it: the request is fenced instead).
+    if (ec == Errc::kUnavailable && tries == 0 && held_nothing && Clock::now() < deadline) {
+      continue;
+    }
     return ec == pg::Errc::kQuery ? refusal(reply_.sqlstate()) : ec;
   }
 }
@@ -591,12 +607,14 @@ std::error_code PostgresSession::with_connection(void* handle, const ConnectionW
 void PostgresSession::end_request() noexcept {
   util::MutexLock lock(mu_);
   drain_pending();
-  if (!conn_) return;
-  if (held_ != 0) {
-    drop_connection();  // something is still held: ending the session releases it
-    return;
+  if (conn_) {
+    if (held_ != 0) {
+      drop_connection();  // something is still held: ending the session releases it
+    } else {
+      backend_.pool().give_back(std::move(conn_));  // a broken one is closed there
+    }
   }
-  backend_.pool().give_back(std::move(conn_));  // a broken one is closed there
+  lost_.store(false, std::memory_order_release);  // the next request starts afresh
 }
 
 std::string PostgresSession::last_error() const {
