@@ -48,7 +48,10 @@ std::atomic<uint64_t> g_shared_epoch{0};
 struct FsLock {
   util::Mutex mu;
   dirlock::Hold hold KAGI_GUARDED_BY(mu);
-  bool lost KAGI_GUARDED_BY(mu) = false;      // taken over: verify fails from now on
+  // Taken over: verify fails from now on, and no new reader of this process may join it. Set
+  // under mu (by whoever's rename of the record failed), read without it (a join must not
+  // wait behind a renewal's filesystem call).
+  std::atomic<bool> lost{false};
   bool released KAGI_GUARDED_BY(mu) = false;  // let go by this process
 };
 
@@ -236,6 +239,15 @@ std::error_code DirBackend::take_shared(std::string_view name, Clock::time_point
   util::MutexLock lock(mu_);
   for (;;) {
     SharedName& st = shared_.try_emplace(std::string(name)).first->second;
+    if (st.fs && st.fs->lost.load()) {
+      // The process's reader record was taken over: whoever joined it before keeps a fenced
+      // guard (their release finds another fs here and does nothing), but nobody joins it
+      // again; the next reader takes a record of its own on the filesystem.
+      live_.erase(st.fs);
+      st.fs.reset();
+      st.holders = 0;
+      st.draining = false;
+    }
     if (st.fs && !st.draining) {
       const auto now = Clock::now();
       if (st.joins >= kMaxJoins || now - st.since >= kMaxJoinBatch) {

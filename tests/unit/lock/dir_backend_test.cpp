@@ -1,0 +1,76 @@
+// The dir backend as a LockService runs it (lock/detail/dir_backend.cpp): the process's shared
+// reader record, the heartbeat's cadence and clock, seen from another "host" that looks at the
+// shared folder with the protocol alone (lock/detail/dir_lock.hpp).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <kagi/lock/detail/dir_lock.hpp>
+#include <kagi/lock/errors.hpp>
+#include <kagi/lock/lock_service.hpp>
+#include "../support/temp_dir.hpp"
+
+namespace kagi::lock {
+namespace {
+
+using namespace std::chrono_literals;
+
+class DirBackendTest : public ::testing::Test {
+ protected:
+  LockOptions options(const std::string& host, std::chrono::milliseconds lease = 10s) {
+    LockOptions o;
+    o.backend = "dir";
+    o.dir = dir_.path() + "/shared";
+    o.dir_host_id = host;
+    o.dir_lease = lease;
+    o.timeout = 300ms;
+    o.registry = false;
+    return o;
+  }
+  // Another host, seen only through the protocol (no heartbeat, no table).
+  dirlock::DirLocks other(const std::string& host) {
+    return dirlock::DirLocks(
+        {.root = dir_.path() + "/shared/dirlocks", .host = host, .lease = 10s, .max_skew = 30s});
+  }
+  static HolderInfo who(const std::string& id) { return {id, "GET", "/r/" + id, "192.0.2.9"}; }
+  test_support::TempDir dir_;
+};
+
+// A process's readers share one reader record. Once that record was taken over (here: removed
+// as stale by another host, which then takes the name exclusively), the guards that joined it
+// are fenced, and a new reader of the process must not join it again: it waits for the
+// exclusive holder like any reader.
+TEST_F(DirBackendTest, ALostReaderRecordIsNeverJoinedAgain) {
+  auto service = LockService::create(options("a"));
+  auto ctx1 = service->context(who("r1"));
+  auto r1 = ctx1->shared("t/s");
+  auto b = other("b");
+  const auto seen = b.entries("t/s");
+  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_TRUE(b.remove_stale("t/s", seen[0]));  // taken over
+  dirlock::Hold bx;
+  ASSERT_FALSE(b.try_lock("t/s", Mode::kExclusive, who("b"), true, bx, nullptr));
+  EXPECT_EQ(r1.verify(), Errc::kFenceLost);  // the reader learns it lost the name
+
+  auto ctx2 = service->context(who("r2"));
+  EXPECT_FALSE(ctx2->try_shared("t/s").has_value()) << "joined a record that was taken over";
+  auto ctx3 = service->context(who("r3"));
+  EXPECT_THROW(ctx3->shared("t/s", 50ms), LockBusy);
+
+  // Once the writer is gone a reader takes a record of its own, which the old guard's release
+  // leaves alone.
+  b.release(bx);
+  auto ctx4 = service->context(who("r4"));
+  auto r4 = ctx4->try_shared("t/s");
+  ASSERT_TRUE(r4.has_value());
+  r1.release();
+  EXPECT_FALSE(r4->verify());
+  const auto now = b.entries("t/s");
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0].nonce, seen[0].nonce);
+}
+
+}  // namespace
+}  // namespace kagi::lock
