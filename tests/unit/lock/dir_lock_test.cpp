@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,33 @@ using namespace std::chrono_literals;
 
 HolderInfo who(const std::string& id) { return {id, "POST", "/bbs/3/post", "192.0.2.1"}; }
 
+std::string first_line(const std::string& path) {
+  char buf[128] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+  }
+  std::string s = buf;
+  return s.substr(0, s.find('\n'));
+}
+
+// This process's pid namespace as the record and stage names write it (the inode's digits),
+// read here without the code under test.
+std::string my_pid_namespace() {
+  char buf[64] = {};
+  if (::readlink("/proc/self/ns/pid", buf, sizeof buf - 1) <= 0) return "";
+  std::string s = buf;  // "pid:[4026531836]"
+  return s.substr(s.find('[') + 1, s.find(']') - s.find('[') - 1);
+}
+
+// A pid that is not running: a child that exited and was reaped.
+int dead_pid() {
+  const pid_t child = test_support::spawn([] { return 0; });
+  test_support::wait_exit(child);
+  return child;
+}
+
 class DirLockTest : public ::testing::Test {
  protected:
   // A "process" on host `host` with its own view of the shared folder.
@@ -43,6 +71,8 @@ TEST_F(DirLockTest, OwnerRecordsRoundTripAndCannotBeForged) {
   Owner o{.name = "bbs/board/3",
           .host = "web1",
           .boot = "b00t",
+          .pidns = "4026531836",
+
           .pid = 4242,
           .start = 99,
           .request = "1f-7",
@@ -231,6 +261,83 @@ TEST_F(DirLockTest, WhatMakesARecordStale) {
   EXPECT_NE(holder->stale_reason("st/dead", dead, 0s).find("is not running"), std::string::npos);
   // Another host cannot ask this host's kernel: it waits for the lease.
   EXPECT_EQ(other->stale_reason("st/dead", dead, 0s), "");
+}
+
+// A pid is looked up only for a record of this very host, boot *and* pid namespace: a container
+// on the same kernel (same boot id, even the same host id by mistake) has pids of its own, and
+// a record that does not say its namespace (an older kagi's) is not trusted either.
+TEST_F(DirLockTest, APidIsCheckedOnlyInItsOwnPidNamespace) {
+  auto h = locks("h");
+  const std::string dir = h->lock_dir("ns/x");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const int pid = dead_pid();
+  auto record = [&](const std::string& pidns_line) {
+    return "kagi-dirlock 1\nname=ns/x\nhost=h\nboot=" +
+           first_line("/proc/sys/kernel/random/boot_id") + "\n" + pidns_line +
+           "pid=" + std::to_string(pid) + "\nstart=5\nat=1\nlease=10000\n";
+  };
+  const int64_t expiry = wall_ms() + 10000;
+  auto put = [&](uint64_t nonce, const std::string& text) {
+    Entry e{.file = "", .mode = Mode::kExclusive, .nonce = nonce, .expiry_ms = expiry, .token = 1};
+    e.file = entry_file(e);
+    EXPECT_EQ(::symlink(text.c_str(), (dir + "/" + e.file).c_str()), 0);
+    return e;
+  };
+  ASSERT_FALSE(my_pid_namespace().empty());
+  const Entry here = put(1, record("pidns=" + my_pid_namespace() + "\n"));
+  const Entry other_container = put(2, record("pidns=1\n"));
+  const Entry unknown = put(3, record(""));
+  EXPECT_NE(h->stale_reason("ns/x", here, 0s).find("is not running"), std::string::npos);
+  EXPECT_EQ(h->stale_reason("ns/x", other_container, 0s), "");
+  EXPECT_EQ(h->stale_reason("ns/x", unknown, 0s), "");
+}
+
+// Failing to look at a process is not evidence that it is dead: with every descriptor in use
+// (EMFILE) /proc/PID/stat cannot be opened, and a live holder must stay live.
+TEST_F(DirLockTest, AProcessThatCannotBeLookedAtIsAlive) {
+  auto holder = locks("h");
+  Hold held;
+  ASSERT_FALSE(holder->try_lock("em/x", Mode::kExclusive, who("h"), true, held, nullptr));
+  const pid_t child = test_support::spawn([&] {
+    auto mine = locks("h");
+    const Entry e = mine->entries("em/x").at(0);
+    if (!mine->stale_reason("em/x", e, 0s).empty()) return 2;  // a live holder, descriptors free
+    const rlimit few{32, 32};
+    if (::setrlimit(RLIMIT_NOFILE, &few) != 0) return 3;
+    while (::open("/dev/null", O_RDONLY) >= 0) {
+    }
+    if (errno != EMFILE) return 4;
+    const std::string reason = mine->stale_reason("em/x", e, 0s);
+    if (!reason.empty()) std::fprintf(stderr, "stale with EMFILE: %s\n", reason.c_str());
+    return reason.empty() ? 0 : 1;
+  });
+  EXPECT_EQ(test_support::wait_exit(child), 0);
+  holder->release(held);
+}
+
+// Stage folders are named "<host>.<pidns>.<pid>.<start>.<n>" and read from the right: a host id
+// with dots is this host's own (its dead makers' folders are removed), and a host whose id
+// starts with ours plus a dot is another host (its folders stay, whatever its pids).
+TEST_F(DirLockTest, StageFoldersAreJudgedByTheirExactHostId) {
+  const std::string stage = dir_.path() + "/dirlocks/.stage";
+  std::filesystem::create_directories(stage);
+  const std::string ns = my_pid_namespace();
+  const std::string pid = std::to_string(dead_pid());
+  auto make = [&](const std::string& n) {
+    const std::string folder = stage + "/" + n;
+    EXPECT_EQ(::mkdir(folder.c_str(), 0700), 0);
+    EXPECT_EQ(::symlink("record", (folder + "/x.1.2.3").c_str()), 0);
+    return folder;
+  };
+  const std::string mine = make("web1.example.org." + ns + "." + pid + ".5.0");
+  const std::string other_host = make("web1.7." + ns + "." + pid + ".5.0");
+  const std::string other_ns = make("web1.1." + pid + ".5.1");
+  auto dotted = locks("web1.example.org");
+  EXPECT_FALSE(std::filesystem::exists(mine)) << "a dead maker's folder of a dotted host id";
+  auto web1 = locks("web1");
+  struct stat st {};
+  EXPECT_EQ(::lstat((other_host + "/x.1.2.3").c_str(), &st), 0) << "host web1.7's folder";
+  EXPECT_EQ(::lstat((other_ns + "/x.1.2.3").c_str(), &st), 0) << "another pid namespace's";
 }
 
 TEST_F(DirLockTest, TheDomainIdIsMadeOnceAndSharedByEveryHost) {

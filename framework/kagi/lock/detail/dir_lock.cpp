@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,25 +127,101 @@ const std::string& boot_id() {
   return id;
 }
 
-uint64_t process_start(int pid) {
-  if (pid <= 0) return 0;
-  const std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+const std::string& pid_namespace() {
+  static const std::string id = [] {
+    char buf[64];
+    const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+    if (n <= 0) return std::string();
+    // "pid:[4026531836]": keep the digits.
+    std::string_view link(buf, static_cast<size_t>(n));
+    const size_t open = link.find('['), close = link.rfind(']');
+    uint64_t inode = 0;
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open ||
+        !parse_number(link.substr(open + 1, close - open - 1), inode)) {
+      return std::string();
+    }
+    return std::to_string(inode);
+  }();
+  return id;
+}
+
+ProcessState probe_process(int pid) {
+  using K = ProcessState::Kind;
+  if (pid <= 0) return {K::kUnknown, 0};
+  // Gone only on evidence: /proc/PID missing *and* the kernel saying no such process (a
+  // /proc mounted with hidepid hides other users' live processes behind ENOENT too).
+  auto gone_or_unknown = [pid](int err) -> ProcessState {
+    if (err != ENOENT && err != ESRCH) return {K::kUnknown, 0};
+    return ::kill(pid, 0) != 0 && errno == ESRCH ? ProcessState{K::kGone, 0}
+                                                 : ProcessState{K::kUnknown, 0};
+  };
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return gone_or_unknown(errno);
+  char buf[1024];
+  std::string stat;
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) stat.append(buf, static_cast<size_t>(n));
+  if (n < 0) return gone_or_unknown(errno);  // ESRCH: it exited while we read
   // "pid (comm) state ppid ...": comm may hold spaces and ')', so count from the last ')'.
   const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
+  if (close == std::string::npos) return {K::kUnknown, 0};
   std::string_view rest = std::string_view(stat).substr(close + 1);
+  if (rest.size() < 2) return {K::kUnknown, 0};
   // A zombie (killed, not reaped yet by its parent) holds nothing any more.
-  if (rest.size() < 2 || rest[1] == 'Z' || rest[1] == 'X') return 0;
+  if (rest[1] == 'Z' || rest[1] == 'X') return {K::kGone, 0};
   // Field 22 (starttime): after the ')' come field 3 (state) and on; skip fields 3 to 21.
   for (int field = 3; field < 22; ++field) {
     const size_t sp = rest.find(' ', 1);
-    if (sp == std::string_view::npos) return 0;
+    if (sp == std::string_view::npos) return {K::kUnknown, 0};
     rest.remove_prefix(sp);
   }
   rest.remove_prefix(1);
   rest = rest.substr(0, rest.find(' '));
   uint64_t start = 0;
-  return parse_number(rest, start) ? start : 0;
+  if (!parse_number(rest, start)) return {K::kUnknown, 0};
+  return {K::kRunning, start};
+}
+
+bool holder_is_dead(const Owner& o, std::string_view host, std::string* why) {
+  // Another host's, another boot's or another container's pid says nothing here; an unknown
+  // namespace (ours or the record's: a record of an older kagi has none) neither.
+  if (o.host != host || o.boot != boot_id() || pid_namespace().empty() ||
+      o.pidns != pid_namespace()) {
+    return false;
+  }
+  const ProcessState p = probe_process(o.pid);
+  if (p.kind == ProcessState::kGone) {
+    if (why) *why = "its holder, pid " + std::to_string(o.pid) + " on this host, is not running";
+    return true;
+  }
+  if (p.kind == ProcessState::kRunning && p.start != o.start) {
+    if (why) {
+      *why = "its holder, pid " + std::to_string(o.pid) +
+             " on this host, is not running (the pid now belongs to another process)";
+    }
+    return true;
+  }
+  return false;  // running, or unknown: alive
+}
+
+bool parse_stage_name(std::string_view file, StageName& out) {
+  std::string_view fields[4];
+  std::string_view rest = file;
+  for (int i = 3; i >= 0; --i) {
+    const size_t dot = rest.rfind('.');
+    if (dot == std::string_view::npos) return false;
+    fields[i] = rest.substr(dot + 1);
+    rest = rest.substr(0, dot);
+  }
+  uint64_t pidns = 0, n = 0;
+  if (rest.empty() || !parse_number(fields[0], pidns) || !parse_number(fields[1], out.pid) ||
+      !parse_number(fields[2], out.start) || !parse_number(fields[3], n)) {
+    return false;
+  }
+  out.host = std::string(rest);
+  out.pidns = std::string(fields[0]);
+  return true;
 }
 
 bool parse_entry(std::string_view file, Entry& out) {
@@ -177,6 +254,7 @@ std::string format_owner(const Owner& o) {
   s += "name=" + escape(o.name, 256) + "\n";
   s += "host=" + escape(o.host, 256) + "\n";
   s += "boot=" + escape(o.boot, 64) + "\n";
+  s += "pidns=" + escape(o.pidns, 32) + "\n";
   s += "pid=" + std::to_string(o.pid) + "\n";
   s += "start=" + std::to_string(o.start) + "\n";
   s += "request=" + escape(o.request, 128) + "\n";
@@ -199,6 +277,7 @@ bool parse_owner(std::string_view text, Owner& out) {
     if (key == "name") out.name = unescape(value);
     if (key == "host") out.host = unescape(value);
     if (key == "boot") out.boot = unescape(value);
+    if (key == "pidns") out.pidns = unescape(value);
     if (key == "pid") parse_number(value, out.pid);
     if (key == "start") parse_number(value, out.start);
     if (key == "request") out.request = unescape(value);
@@ -212,9 +291,9 @@ bool parse_owner(std::string_view text, Owner& out) {
 DirLocks::DirLocks(Config config)
     : config_(std::move(config)),
       stage_dir_(config_.root + "/.stage"),
-      my_start_(process_start(util::current_pid())),
-      stage_prefix_(config_.host + "." + std::to_string(util::current_pid()) + "." +
-                    std::to_string(my_start_) + ".") {
+      my_start_(probe_process(util::current_pid()).start),
+      stage_prefix_(config_.host + "." + (pid_namespace().empty() ? "0" : pid_namespace()) + "." +
+                    std::to_string(util::current_pid()) + "." + std::to_string(my_start_) + ".") {
   for (const std::string& dir : {config_.root, stage_dir_}) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
       throw std::system_error(errno_code(errno),
@@ -223,19 +302,23 @@ DirLocks::DirLocks(Config config)
     }
   }
   // Stage folders of this host's dead processes (killed while making a lock directory):
-  // never a lock, only litter.
+  // never a lock, only litter. Judged as owner records are (holder_is_dead): a folder of
+  // another host, boot or container, or of a process whose state cannot be read, stays.
   for (const std::string& n : names_in(stage_dir_)) {
-    if (!n.starts_with(config_.host + ".")) continue;
-    std::string_view rest = std::string_view(n).substr(config_.host.size() + 1);
-    int pid = 0;
-    uint64_t start = 0;
-    const size_t a = rest.find('.'), b = rest.find('.', a + 1);
-    if (a == std::string_view::npos || b == std::string_view::npos ||
-        !parse_number(rest.substr(0, a), pid) ||
-        !parse_number(rest.substr(a + 1, b - a - 1), start)) {
-      continue;
-    }
-    if (process_start(pid) != start) remove_folder(stage_dir_ + "/" + n);
+    StageName stage;
+    if (!parse_stage_name(n, stage)) continue;
+    Owner maker;
+    maker.host = stage.host;
+    maker.boot = boot_id();  // a folder of an earlier boot: its pid is gone or another's
+    maker.pidns = stage.pidns;
+    maker.pid = stage.pid;
+    maker.start = stage.start;
+    if (!holder_is_dead(maker, config_.host)) continue;
+    // Renamed to a name of ours first: if its maker is alive after all and renames it into
+    // place meanwhile, exactly one of the two renames succeeds, and a folder that became a
+    // lock directory is never emptied here.
+    const std::string mine = stage_path();
+    if (::rename((stage_dir_ + "/" + n).c_str(), mine.c_str()) == 0) remove_folder(mine);
   }
 }
 
@@ -314,6 +397,7 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
   Owner owner{.name = std::string(name),
               .host = config_.host,
               .boot = boot_id(),
+              .pidns = pid_namespace(),
               .pid = util::current_pid(),
               .start = 0,
               .request = who.request_id,
@@ -365,6 +449,9 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
       // ENOENT: on NFS a rename whose answer was lost and that was sent again finds its
       // source gone. Whether it happened is in the lock directory.
       if (!(err == ENOENT && ::lstat((dir + "/" + e.file).c_str(), &st) == 0)) {
+        // ENOENT with our stage folder gone: a cleaner took this process for dead (it cannot
+        // have, by holder_is_dead's rule, but a wrong host id could): make another.
+        if (err == ENOENT && ::lstat(stage.c_str(), &st) != 0) continue;
         remove_folder(stage);
         if (err == EEXIST || err == ENOTEMPTY) {
           if (mode == Mode::kShared) continue;  // a reader may have made it: join that
@@ -482,10 +569,8 @@ std::string DirLocks::stale_reason(std::string_view name, const Entry& e,
            std::to_string(config_.max_skew.count()) + ")";
   }
   Owner o;
-  if (read_owner(lock_dir(name), e, o) && o.host == config_.host && o.boot == boot_id() &&
-      process_start(o.pid) != o.start) {
-    return "its holder, pid " + std::to_string(o.pid) + " on this host, is not running";
-  }
+  std::string why;
+  if (read_owner(lock_dir(name), e, o) && holder_is_dead(o, config_.host, &why)) return why;
   return {};
 }
 

@@ -45,9 +45,10 @@ int64_t wall_ms();
 
 // Who holds: what an owner record says, beside what its entry name says.
 struct Owner {
-  std::string name;  // the full lock name (a hashed file name is checked against it)
-  std::string host;  // locks.dir_host_id
-  std::string boot;  // /proc/sys/kernel/random/boot_id of the holder's host
+  std::string name;   // the full lock name (a hashed file name is checked against it)
+  std::string host;   // locks.dir_host_id
+  std::string boot;   // /proc/sys/kernel/random/boot_id of the holder's host
+  std::string pidns;  // the holder's pid namespace (pid_namespace()); empty: unknown
   int pid = 0;
   uint64_t start = 0;   // the process's start time (clock ticks after boot, /proc/PID/stat)
   std::string request;  // request id
@@ -109,14 +110,45 @@ std::error_code break_record(const std::string& root, std::string_view dir, std:
 // created if missing). Every host that mounts the folder reads the same id.
 std::string domain_id(const std::string& root, std::error_code& ec);
 
-// This host's boot id, and a process's start time (0 if it is not running or a zombie).
+// This host's boot id, and this process's pid namespace (the inode number of
+// /proc/self/ns/pid, in decimal; empty if it cannot be read). A pid means something only to
+// a process of the same host, boot and pid namespace: containers on one kernel share the boot
+// id but not their pids.
 const std::string& boot_id();
-uint64_t process_start(int pid);
+const std::string& pid_namespace();
+
+// What /proc says about a pid of this pid namespace. Only evidence that the process is not
+// there (ENOENT/ESRCH, confirmed by kill(pid, 0) failing with ESRCH, or a zombie) is kGone;
+// any other failure to look (EACCES, EMFILE, ENFILE, an unreadable line) is kUnknown, which
+// a caller must treat as alive.
+struct ProcessState {
+  enum Kind { kRunning, kGone, kUnknown } kind = kUnknown;
+  uint64_t start = 0;  // kRunning: its start time (clock ticks after boot, /proc/PID/stat)
+};
+ProcessState probe_process(int pid);
+
+// True if the holder `o` is, for certain, not running: it was written on this very host (host
+// id, boot id and pid namespace all equal to ours, none unknown) by a pid that is gone or now
+// runs another process (its start time differs). False whenever that cannot be known.
+bool holder_is_dead(const Owner& o, std::string_view host, std::string* why = nullptr);
+
+// A stage folder's name, "<host>.<pidns>.<pid>.<start>.<n>", read from the right (a host id
+// may hold dots): false unless the last four fields are numbers and the host is not empty.
+struct StageName {
+  std::string host;
+  std::string pidns;
+  int pid = 0;
+  uint64_t start = 0;
+};
+bool parse_stage_name(std::string_view file, StageName& out);
 
 class DirLocks {
  public:
   // Creates root and root/.stage if missing and removes this host's stage folders of dead
-  // processes. Throws std::system_error if root cannot be made.
+  // processes (same host id, boot and pid namespace, and a pid that is gone: holder_is_dead's
+  // rule). A folder is first renamed to a private name, so it cannot be emptied while its
+  // maker renames it into place as a lock directory (one of the two renames wins). Throws
+  // std::system_error if root cannot be made.
   explicit DirLocks(Config config);
   DirLocks(const DirLocks&) = delete;
   DirLocks& operator=(const DirLocks&) = delete;
@@ -176,7 +208,7 @@ class DirLocks {
   // This process's start time, read once: a DirLocks is made after fork() (as the whole lock
   // service is), so it is this process's and not a parent's.
   const uint64_t my_start_;
-  const std::string stage_prefix_;  // "<host>.<pid>.<start>."
+  const std::string stage_prefix_;  // "<host>.<pidns>.<pid>.<start>."
   std::atomic<uint64_t> stage_seq_{0};
 };
 
