@@ -3,7 +3,9 @@
 // shared folder with the protocol alone (lock/detail/dir_lock.hpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -35,6 +37,32 @@ class DirBackendTest : public ::testing::Test {
         {.root = dir_.path() + "/shared/dirlocks", .host = host, .lease = 10s, .max_skew = 30s});
   }
   static HolderInfo who(const std::string& id) { return {id, "GET", "/r/" + id, "192.0.2.9"}; }
+  // Watches `name`'s record from another host for `span`: the longest time its name stayed
+  // the same (what a contender's rule 1 measures), and how often it changed.
+  struct Watch {
+    std::chrono::milliseconds longest_unchanged{0};
+    int changes = 0;
+  };
+  Watch watch(const std::string& name, std::chrono::milliseconds span) {
+    auto b = other("watcher");
+    Watch w;
+    std::string last;
+    auto since = std::chrono::steady_clock::now();
+    const auto end = since + span;
+    for (auto now = since; now < end; now = std::chrono::steady_clock::now()) {
+      const auto entries = b.entries(name);
+      const std::string file = entries.empty() ? "" : entries[0].file;
+      if (file != last) {
+        if (!last.empty()) ++w.changes;
+        last = file;
+        since = now;
+      }
+      w.longest_unchanged = std::max(
+          w.longest_unchanged, std::chrono::duration_cast<std::chrono::milliseconds>(now - since));
+      std::this_thread::sleep_for(2ms);
+    }
+    return w;
+  }
   test_support::TempDir dir_;
 };
 
@@ -70,6 +98,44 @@ TEST_F(DirBackendTest, ALostReaderRecordIsNeverJoinedAgain) {
   const auto now = b.entries("t/s");
   ASSERT_EQ(now.size(), 1u);
   EXPECT_NE(now[0].nonce, seen[0].nonce);
+}
+
+// The heartbeat renews a held record at most a third of the lease after its last renewal, so a
+// holder that misses a beat or two (a slow file server, a busy host) still renews long before a
+// contender may call its record stale (a whole lease unchanged).
+TEST_F(DirBackendTest, TheHeartbeatRenewsWithinAThirdOfTheLease) {
+  constexpr auto kLease = 600ms;
+  auto service = LockService::create(options("a", kLease));
+  // Watched from before the record exists, and taken out of step with the heartbeat's beats
+  // (which started with the service): the first renewal counts too.
+  Watch w;
+  std::thread watcher([&] { w = watch("t/beat", 2000ms); });
+  std::this_thread::sleep_for(kLease / 3 + 20ms);
+  auto ctx = service->context(who("x"));
+  auto g = ctx->exclusive("t/beat");
+  watcher.join();
+  std::printf("  lease %lld ms: %d renewals in 2 s, longest unchanged %lld ms\n",
+              static_cast<long long>(kLease.count()), w.changes,
+              static_cast<long long>(w.longest_unchanged.count()));
+  EXPECT_LE(w.longest_unchanged, kLease / 3 + 60ms);
+  EXPECT_FALSE(g.verify());
+}
+
+// The heartbeat's cadence is on the steady clock: a wall clock stepped back an hour (NTP, an
+// operator) does not stop the renewals, which would make every contender's rule 1 take the lock.
+TEST_F(DirBackendTest, AWallClockStepDoesNotStopTheRenewals) {
+  constexpr auto kLease = 600ms;
+  auto service = LockService::create(options("a", kLease));
+  auto ctx = service->context(who("x"));
+  auto g = ctx->exclusive("t/step");
+  dirlock::shift_wall_clock_for_tests(-3600 * 1000);
+  const Watch w = watch("t/step", 1500ms);
+  dirlock::shift_wall_clock_for_tests(0);
+  std::printf("  wall clock an hour back: %d renewals in 1.5 s, longest unchanged %lld ms\n",
+              w.changes, static_cast<long long>(w.longest_unchanged.count()));
+  EXPECT_GE(w.changes, 3);
+  EXPECT_LT(w.longest_unchanged, kLease);
+  EXPECT_FALSE(g.verify());
 }
 
 }  // namespace

@@ -48,6 +48,9 @@ std::atomic<uint64_t> g_shared_epoch{0};
 struct FsLock {
   util::Mutex mu;
   dirlock::Hold hold KAGI_GUARDED_BY(mu);
+  // When the record was last made or renamed to a later expiry, on the steady clock: the
+  // heartbeat's cadence never depends on the wall clock in the record's name.
+  Clock::time_point renewed KAGI_GUARDED_BY(mu) = Clock::now();
   // Taken over: verify fails from now on, and no new reader of this process may join it. Set
   // under mu (by whoever's rename of the record failed), read without it (a join must not
   // wait behind a renewal's filesystem call).
@@ -174,7 +177,8 @@ std::error_code DirBackend::take_fs(std::string_view name, Mode mode, Clock::tim
       static_cast<unsigned>(Clock::now().time_since_epoch().count()));
   auto backoff = std::chrono::duration_cast<Clock::duration>(kMinBackoff);
   uint64_t intent_nonce = 0;
-  int64_t intent_expiry = 0;
+  int64_t intent_expiry = 0;          // wall ms, in the intent's name for other hosts
+  Clock::time_point intent_posted{};  // when, on this process's steady clock
   auto drop_intent = [&] {
     if (intent_nonce) fs_.remove_intent(name, intent_nonce, intent_expiry);
   };
@@ -194,11 +198,11 @@ std::error_code DirBackend::take_fs(std::string_view name, Mode mode, Clock::tim
     if (mode == Mode::kExclusive) {
       // Readers hold it: say that a writer waits, so that no new reader joins (renewed
       // before it lapses; a writer that dies leaves an intent that lapses by itself).
-      const int64_t wall = dirlock::wall_ms();
-      if (intent_expiry - wall < fs_.config().lease.count() / 2) {
+      if (!intent_nonce || now - intent_posted >= fs_.config().lease / 2) {
         drop_intent();
         intent_nonce = (static_cast<uint64_t>(jitter()) << 32 | jitter()) | 1;
-        intent_expiry = wall + fs_.config().lease.count();
+        intent_expiry = dirlock::wall_ms() + fs_.config().lease.count();
+        intent_posted = now;
         fs_.add_intent(name, intent_nonce, intent_expiry);
       }
     }
@@ -381,13 +385,18 @@ std::error_code DirBackend::verify(Handle* h) noexcept {
   // Asks the filesystem itself (a rename of our exact record name, which fails once it was
   // taken over) and starts a fresh lease: what follows has a whole lease before any honest
   // contender may call it stale.
+  const auto asked = Clock::now();
   std::error_code ec = fs_.renew(fs.hold);
+  if (!ec) fs.renewed = asked;
   if (ec == Errc::kFenceLost) fs.lost = true;
   return ec ? make_error_code(Errc::kFenceLost) : std::error_code();
 }
 
 void DirBackend::run_heartbeat() {
-  const auto beat = std::max<Clock::duration>(fs_.config().lease / 3, milliseconds(10));
+  // A record is renewed once a sixth of the lease went by since its last renewal, at a beat
+  // of a sixth: so never more than a third of the lease passes between two renewals (a
+  // contender calls it stale after a whole lease unchanged: two more beats can be missed).
+  const auto beat = std::max<Clock::duration>(fs_.config().lease / 6, milliseconds(10));
   util::MutexLock lock(mu_);
   while (!stopping_) {
     const auto next = Clock::now() + beat;
@@ -396,13 +405,13 @@ void DirBackend::run_heartbeat() {
     if (stopping_) break;
     std::vector<std::shared_ptr<FsLock>> held(live_.begin(), live_.end());
     mu_.unlock();
-    const int64_t now = dirlock::wall_ms();
     for (auto& fs : held) {
       util::MutexLock h(fs->mu);
       if (fs->lost || fs->released) continue;
-      // Renewed once a third of the lease is used: two more beats fit before it lapses.
-      if (fs->hold.entry.expiry_ms - now > fs_.config().lease.count() * 2 / 3) continue;
+      const auto now = Clock::now();
+      if (now - fs->renewed < beat) continue;  // made or verified a moment ago
       std::error_code ec = fs_.renew(fs->hold);
+      if (!ec) fs->renewed = now;
       if (ec == Errc::kFenceLost) {
         fs->lost = true;
         log_event("dir: lost '" + fs->hold.name +

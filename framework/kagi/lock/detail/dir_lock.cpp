@@ -112,10 +112,19 @@ uint64_t random64() {
 
 }  // namespace
 
+namespace {
+std::atomic<int64_t> g_wall_shift_ms{0};
+}
+
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
-      .count();
+             .count() +
+         g_wall_shift_ms.load(std::memory_order_relaxed);
+}
+
+void shift_wall_clock_for_tests(int64_t offset_ms) {
+  g_wall_shift_ms.store(offset_ms, std::memory_order_relaxed);
 }
 
 const std::string& boot_id() {

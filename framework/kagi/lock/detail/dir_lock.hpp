@@ -40,8 +40,13 @@
 
 namespace kagi::lock::dirlock {
 
-// The wall clock in ms since the Unix epoch (what lease expiries are written in).
+// The wall clock in ms since the Unix epoch (what lease expiries are written in). Only what
+// another host must read is in wall time (an entry's expiry, an intent's); every decision a
+// process makes about its own records (when to renew, when to re-post an intent) is on the
+// steady clock, so a step of the wall clock moves no lease.
 int64_t wall_ms();
+// Tests: moves wall_ms() by `offset_ms` (a clock stepped by NTP or by hand), for this process.
+void shift_wall_clock_for_tests(int64_t offset_ms);
 
 // Who holds: what an owner record says, beside what its entry name says.
 struct Owner {
