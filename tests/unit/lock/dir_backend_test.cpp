@@ -2,6 +2,8 @@
 // reader record, the heartbeat's cadence and clock, seen from another "host" that looks at the
 // shared folder with the protocol alone (lock/detail/dir_lock.hpp).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -98,6 +100,24 @@ TEST_F(DirBackendTest, ALostReaderRecordIsNeverJoinedAgain) {
   const auto now = b.entries("t/s");
   ASSERT_EQ(now.size(), 1u);
   EXPECT_NE(now[0].nonce, seen[0].nonce);
+}
+
+// A file in a lock directory that is not an owner record (damaged, another program's) would
+// make every rename onto the directory fail for ever: it is removed once unchanged for the
+// lease plus the skew margin, and the lock is taken.
+TEST_F(DirBackendTest, AForeignEntryDoesNotWedgeTheLock) {
+  auto o = options("a", 200ms);
+  o.dir_max_clock_skew = 100ms;
+  o.timeout = 3s;
+  auto service = LockService::create(o);
+  const std::string dir = other("b").lock_dir("t/junk");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink("?", (dir + "/junk").c_str()), 0);
+  auto ctx = service->context(who("x"));
+  const auto start = std::chrono::steady_clock::now();
+  auto g = ctx->exclusive("t/junk");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);  // not before lease + margin
+  EXPECT_FALSE(g.verify());
 }
 
 // The heartbeat renews a held record at most a third of the lease after its last renewal, so a

@@ -340,6 +340,43 @@ TEST_F(DirLockTest, StageFoldersAreJudgedByTheirExactHostId) {
   EXPECT_EQ(::lstat((other_ns + "/x.1.2.3").c_str(), &st), 0) << "another pid namespace's";
 }
 
+// Rule 1 is judged on the lease the holder wrote in its record (it renews within a third of
+// *its* lease), not on the contender's own: hosts may be configured differently, or be in the
+// middle of a rolling change of locks.dir_lease_ms.
+TEST_F(DirLockTest, TakeoverUsesTheHoldersRecordedLease) {
+  auto long_holder = locks("h1", 10s), short_waiter = locks("w1", 1s);
+  Hold a;
+  ASSERT_FALSE(long_holder->try_lock("ls/a", Mode::kExclusive, who("h1"), true, a, nullptr));
+  const Entry ea = short_waiter->entries("ls/a").at(0);
+  EXPECT_EQ(short_waiter->stale_reason("ls/a", ea, 2s), "") << "taken within its 10 s lease";
+  EXPECT_NE(short_waiter->stale_reason("ls/a", ea, 10s).find("holder's lease: 10000 ms"),
+            std::string::npos);
+
+  auto short_holder = locks("h2", 1s), long_waiter = locks("w2", 10s);
+  Hold b;
+  ASSERT_FALSE(short_holder->try_lock("ls/b", Mode::kExclusive, who("h2"), true, b, nullptr));
+  const Entry eb = long_waiter->entries("ls/b").at(0);
+  EXPECT_NE(long_waiter->stale_reason("ls/b", eb, 1500ms).find("not renewed"), std::string::npos)
+      << "a 1 s lease unrenewed for 1.5 s";
+  long_holder->release(a);
+  short_holder->release(b);
+}
+
+// A record that cannot be parsed (damaged, or of a format this kagi does not know) does not
+// wedge its lock: it is stale once unchanged for this process's lease plus the skew margin,
+// not sooner.
+TEST_F(DirLockTest, AnUnreadableRecordIsStaleAfterTheLeasePlusTheMargin) {
+  auto w = locks("w", 1s, 1s);
+  const std::string dir = w->lock_dir("bad/x");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  Entry e{
+      .file = "", .mode = Mode::kExclusive, .nonce = 9, .expiry_ms = wall_ms() + 60000, .token = 1};
+  e.file = entry_file(e);
+  ASSERT_EQ(::symlink("not a record", (dir + "/" + e.file).c_str()), 0);
+  EXPECT_EQ(w->stale_reason("bad/x", e, 1500ms), "");
+  EXPECT_NE(w->stale_reason("bad/x", e, 2500ms).find("cannot be read"), std::string::npos);
+}
+
 TEST_F(DirLockTest, TheDomainIdIsMadeOnceAndSharedByEveryHost) {
   std::error_code ec;
   const std::string root = dir_.path() + "/shared";

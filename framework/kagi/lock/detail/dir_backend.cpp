@@ -215,9 +215,24 @@ std::error_code DirBackend::take_fs(std::string_view name, Mode mode, Clock::tim
 }
 
 bool DirBackend::clear_stale(std::string_view name) {
-  const auto entries = fs_.entries(name);
+  std::vector<std::string> unknown;
+  const auto entries = fs_.entries(name, &unknown);
   const auto now = Clock::now();
   bool removed = false;
+  for (const std::string& file : unknown) {
+    Clock::duration unchanged{};
+    {
+      util::MutexLock lock(seen_mu_);
+      auto [it, fresh] = seen_.try_emplace(std::string(name) + "/" + file, now);
+      unchanged = now - it->second;
+    }
+    const std::string reason = fs_.unknown_stale_reason(unchanged);
+    if (!reason.empty() && fs_.remove_unknown(name, file)) {
+      removed = true;
+      log_event("dir: removed '" + file + "' from the lock directory of '" + std::string(name) +
+                "': " + reason);
+    }
+  }
   for (const dirlock::Entry& e : entries) {
     Clock::duration unchanged{};
     {

@@ -512,11 +512,16 @@ void DirLocks::release(const Hold& hold) {
   }
 }
 
-std::vector<Entry> DirLocks::entries(std::string_view name) const {
+std::vector<Entry> DirLocks::entries(std::string_view name,
+                                     std::vector<std::string>* unknown) const {
   std::vector<Entry> out;
   for (const std::string& n : names_in(lock_dir(name))) {
     Entry e;
-    if (parse_entry(n, e)) out.push_back(std::move(e));
+    if (parse_entry(n, e)) {
+      out.push_back(std::move(e));
+    } else if (unknown) {
+      unknown->push_back(n);
+    }
   }
   return out;
 }
@@ -565,11 +570,23 @@ std::string DirLocks::stale_reason(std::string_view name, const Entry& e,
                                    std::chrono::steady_clock::duration unchanged_for) const {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
-  const int64_t lease = config_.lease.count();
-  if (unchanged_for >= config_.lease) {
-    return "its lease was not renewed for " +
-           std::to_string(duration_cast<milliseconds>(unchanged_for).count()) +
-           " ms (locks.dir_lease_ms = " + std::to_string(lease) + ")";
+  Owner o;
+  const bool known = read_owner(lock_dir(name), e, o) && o.lease_ms > 0;
+  // Rule 1, on the holder's own lease: it renews within a third of *its* lease, whatever this
+  // process's is. A record that cannot be read or parsed gets this process's lease plus the
+  // skew margin: it cannot wedge the lock, and a live holder it was written by (a newer kagi's
+  // record, a read that failed once) has had two leases' worth of renewals to show it lives.
+  const milliseconds limit = known ? milliseconds(o.lease_ms) : config_.lease + config_.max_skew;
+  const int64_t unchanged_ms = duration_cast<milliseconds>(unchanged_for).count();
+  if (unchanged_for >= limit) {
+    if (!known) {
+      return "its record cannot be read and its name did not change for " +
+             std::to_string(unchanged_ms) +
+             " ms (locks.dir_lease_ms + locks.dir_max_clock_skew_ms = " +
+             std::to_string(limit.count()) + ")";
+    }
+    return "its lease was not renewed for " + std::to_string(unchanged_ms) +
+           " ms (the holder's lease: " + std::to_string(o.lease_ms) + " ms)";
   }
   const int64_t late = wall_ms() - e.expiry_ms;
   if (late > config_.max_skew.count()) {
@@ -577,10 +594,33 @@ std::string DirLocks::stale_reason(std::string_view name, const Entry& e,
            " ms ago by this host's clock (more than locks.dir_max_clock_skew_ms = " +
            std::to_string(config_.max_skew.count()) + ")";
   }
-  Owner o;
   std::string why;
-  if (read_owner(lock_dir(name), e, o) && holder_is_dead(o, config_.host, &why)) return why;
+  if (known && holder_is_dead(o, config_.host, &why)) return why;
   return {};
+}
+
+std::string DirLocks::unknown_stale_reason(
+    std::chrono::steady_clock::duration unchanged_for) const {
+  const auto limit = config_.lease + config_.max_skew;
+  if (unchanged_for < limit) return {};
+  return "it is not an owner record and did not change for " +
+         std::to_string(
+             std::chrono::duration_cast<std::chrono::milliseconds>(unchanged_for).count()) +
+         " ms (locks.dir_lease_ms + locks.dir_max_clock_skew_ms = " +
+         std::to_string(limit.count()) + ")";
+}
+
+bool DirLocks::remove_unknown(std::string_view name, const std::string& file) {
+  if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos) {
+    return false;
+  }
+  const std::string dir = lock_dir(name);
+  const std::string path = dir + "/" + file;
+  if (::unlink(path.c_str()) != 0 && !(errno == EISDIR && ::rmdir(path.c_str()) == 0)) {
+    return false;
+  }
+  ::rmdir(dir.c_str());
+  return true;
 }
 
 bool DirLocks::remove_stale(std::string_view name, const Entry& e) {

@@ -176,20 +176,31 @@ class DirLocks {
   // that is gone already (taken over) is left alone: someone else's lock is never touched.
   void release(const Hold& hold);
 
-  // The entries of `name`'s lock directory (empty if it does not exist).
-  std::vector<Entry> entries(std::string_view name) const;
+  // The entries of `name`'s lock directory (empty if it does not exist). Names that are not
+  // records (a damaged name, another program's file) go to `unknown` if it is given: they
+  // would keep the lock directory from ever being free (a rename onto it fails), so they are
+  // judged by unknown_stale_reason and removed with remove_unknown.
+  std::vector<Entry> entries(std::string_view name,
+                             std::vector<std::string>* unknown = nullptr) const;
   // The record behind an entry (false if it is gone or not ours to read).
   bool read_owner(std::string_view dir, const Entry& e, Owner& out) const {
     return read_owner_at(dir, e, out);
   }
 
   // Why `e` (of `name`'s lock dir) is stale now, or empty if it is not. `unchanged_for` is how
-  // long this process has seen the very same entry name (no renewal): a lease without a
-  // renewal is stale on any clock. Also stale: an expiry more than max_skew in the past by
-  // this host's wall clock, and, on this very host (same host id and boot id), a holder pid
-  // that is not running or runs another program (its start time differs).
+  // long this process has seen the very same entry name (no renewal): the holder's lease (the
+  // one in its record, not this process's) without a renewal is stale on any clock; a record
+  // that cannot be read or parsed, this process's lease plus max_skew. Also stale: an expiry
+  // more than max_skew in the past by this host's wall clock, and a holder holder_is_dead
+  // says is dead.
   std::string stale_reason(std::string_view name, const Entry& e,
                            std::chrono::steady_clock::duration unchanged_for) const;
+  // Why an entry whose name is not a record is stale, or empty: nothing renews it, so once
+  // unchanged for this process's lease plus max_skew.
+  std::string unknown_stale_reason(std::chrono::steady_clock::duration unchanged_for) const;
+  // Removes the entry `file` that is not a record (unlink; rmdir if it is an empty folder),
+  // then the lock directory if that left it empty. True if this call removed it.
+  bool remove_unknown(std::string_view name, const std::string& file);
   // Removes exactly entry `e` from `name`'s lock directory (an unlink of its exact name: of
   // several callers at most one succeeds, and an entry renewed or re-created meanwhile has
   // another name, so it is never removed), then the directory if that left it empty. True if
