@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -115,10 +116,12 @@ TEST_F(DirLockTest, ExclusiveExcludesAndTokensGrowPerGrant) {
   EXPECT_EQ(o.route, "POST /bbs/3/post");
   EXPECT_EQ(o.pid, ::getpid());
   const uint64_t first = ha.entry.token;
+  EXPECT_GT(first, 0u);
+  EXPECT_EQ(entries[0].token, first);  // in the record's name from the start
   a->release(ha);
   ASSERT_FALSE(b->try_lock("t/x", Mode::kExclusive, who("b"), true, hb, nullptr));
   EXPECT_GT(hb.entry.token, first);
-  // The token reaches the record's name at its first renewal.
+  EXPECT_EQ(b->entries("t/x").at(0).token, hb.entry.token);
   ASSERT_FALSE(b->renew(hb));
   EXPECT_EQ(b->entries("t/x").at(0).token, hb.entry.token);
   b->release(hb);
@@ -375,6 +378,53 @@ TEST_F(DirLockTest, AnUnreadableRecordIsStaleAfterTheLeasePlusTheMargin) {
   ASSERT_EQ(::symlink("not a record", (dir + "/" + e.file).c_str()), 0);
   EXPECT_EQ(w->stale_reason("bad/x", e, 1500ms), "");
   EXPECT_NE(w->stale_reason("bad/x", e, 2500ms).find("cannot be read"), std::string::npos);
+}
+
+// Fencing tokens: every grant's token is in its record's name as soon as the record can be
+// seen, and the tokens of successive holders of a name strictly increase, whichever "host"
+// (here: threads, each with its own DirLocks and host id) wins each round, and above what an
+// older kagi's counter file (B.n, one byte per grant) had reached.
+TEST_F(DirLockTest, FencingTokensStrictlyIncreaseInGrantOrder) {
+  {
+    auto setup = locks("setup");
+    const std::string legacy = setup->counter_file("tok/x");
+    const int fd = ::open(legacy.c_str(), O_WRONLY | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "+++++", 5), 5);
+    ::close(fd);
+  }
+  constexpr int kThreads = 4, kGrants = 60;
+  std::mutex mu;
+  std::vector<uint64_t> order;  // the tokens, in the order their holders held the name
+  std::atomic<int> bad_names{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto me = locks("host" + std::to_string(i));
+      for (int n = 0; n < kGrants;) {
+        Hold h;
+        if (me->try_lock("tok/x", Mode::kExclusive, who("t"), true, h, nullptr)) {
+          std::this_thread::yield();
+          continue;
+        }
+        const auto seen = me->entries("tok/x");
+        if (seen.size() != 1 || seen[0].token != h.entry.token) ++bad_names;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          order.push_back(h.entry.token);
+        }
+        me->release(h);
+        ++n;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(order.size(), static_cast<size_t>(kThreads * kGrants));
+  EXPECT_GT(order.front(), 5u) << "above the older counter's 5 grants";
+  for (size_t i = 1; i < order.size(); ++i) {
+    ASSERT_LT(order[i - 1], order[i]) << "grant " << i;
+  }
+  EXPECT_EQ(bad_names.load(), 0) << "a record's name did not carry its holder's token";
 }
 
 TEST_F(DirLockTest, TheDomainIdIsMadeOnceAndSharedByEveryHost) {

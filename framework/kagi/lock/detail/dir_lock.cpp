@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -354,18 +355,78 @@ std::string DirLocks::stage_path() {
          std::to_string(stage_seq_.fetch_add(1, std::memory_order_relaxed));
 }
 
-std::error_code DirLocks::token_for(std::string_view name, uint64_t& token) {
-  // One byte appended per grant: the size only grows, so even a writer that lost its lock and
-  // appends late cannot move the counter back (a counter rewritten in place could).
-  const std::string path = counter_file(name);
-  util::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd) return errno_code(errno);
-  struct stat st {};
-  if (::write(fd.get(), "+", 1) != 1 || ::fstat(fd.get(), &st) != 0) return errno_code(errno);
-  // Closed here, not by UniqueFd: on NFS the write reaches the server at close.
-  if (::close(fd.release()) != 0) return errno_code(errno);
-  token = static_cast<uint64_t>(st.st_size);
-  return {};
+std::string DirLocks::token_dir(std::string_view name) const {
+  std::string dir = lock_dir(name);
+  dir.back() = 't';
+  return dir;
+}
+
+namespace {
+
+// The tokens in a token folder, read through a fresh descriptor (on NFS an open revalidates
+// the folder: close-to-open), and the largest; `ok` false if the folder cannot be read.
+uint64_t max_token_in(const std::string& dir, std::vector<uint64_t>* all, int& err) {
+  err = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) {
+    err = errno;
+    return 0;
+  }
+  uint64_t max = 0;
+  for (const std::string& n : names_in(d)) {
+    uint64_t v = 0;
+    if (!parse_number(n, v)) continue;
+    max = std::max(max, v);
+    if (all) all->push_back(v);
+  }
+  ::closedir(d);
+  return max;
+}
+
+// Tokens kept below the latest: a contender whose listing is a little behind still finds the
+// folder it would make taken (EEXIST) and goes higher.
+constexpr uint64_t kTokensKept = 64;
+
+}  // namespace
+
+uint64_t DirLocks::latest_token(std::string_view name) const {
+  int err = 0;
+  return max_token_in(token_dir(name), nullptr, err);
+}
+
+std::error_code DirLocks::draw_token(std::string_view name, uint64_t floor, uint64_t& token) {
+  const std::string dir = token_dir(name);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::vector<uint64_t> all;
+    int err = 0;
+    uint64_t max = max_token_in(dir, &all, err);
+    if (err == ENOENT) {
+      if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errno_code(errno);
+      continue;
+    }
+    if (err) return errno_code(err);
+    if (all.empty()) {
+      // The first token of this name here: above what an older kagi's counter reached.
+      struct stat st {};
+      if (::stat(counter_file(name).c_str(), &st) == 0) {
+        max = std::max(max, static_cast<uint64_t>(st.st_size));
+      }
+    }
+    const uint64_t next = std::max(max, floor) + 1;
+    if (::mkdir((dir + "/" + std::to_string(next)).c_str(), 0700) == 0) {
+      for (uint64_t v : all) {
+        if (v + kTokensKept < next) ::rmdir((dir + "/" + std::to_string(v)).c_str());
+      }
+      token = next;
+      return {};
+    }
+    if (errno == EEXIST) {
+      floor = next;  // drawn by someone else meanwhile: go higher
+      continue;
+    }
+    if (errno != ENOENT) return errno_code(errno);  // ENOENT: the folder went; make it again
+  }
+  return errno_code(EAGAIN);
 }
 
 std::error_code DirLocks::join_shared(const std::string& dir, const Entry& e,
@@ -423,6 +484,18 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
   const std::string dir = lock_dir(name);
 
   for (int attempt = 0; attempt < 3; ++attempt) {
+    if (mode == Mode::kExclusive) {
+      // Held (a lock directory with an entry): busy, without drawing a token for nothing. An
+      // empty one is free and removed here, as a release does.
+      if (::rmdir(dir.c_str()) != 0 && (errno == ENOTEMPTY || errno == EEXIST)) return busy;
+      // The token is drawn before the record is made, so it is in the record's name from the
+      // moment anyone can see the record (and the holder).
+      if (auto ec = draw_token(name, 0, e.token)) {
+        if (why) *why = failed("draw a fencing token in", token_dir(name), ec.value());
+        return ec;
+      }
+      e.file = entry_file(e);
+    }
     if (mode == Mode::kShared) {
       bool joined = false;
       if (auto ec = join_shared(dir, e, target, joined)) {
@@ -472,13 +545,31 @@ std::error_code DirLocks::try_lock(std::string_view name, Mode mode, const Holde
     }
     out = Hold{std::string(name), dir, e};
     if (mode == Mode::kExclusive) {
-      uint64_t token = 0;
-      if (auto ec = token_for(name, token)) {
-        release(out);
-        if (why) *why = failed("append to the fencing counter", counter_file(name), ec.value());
-        return ec;
+      // A token drawn before ours may have been published and let go while we waited; and a
+      // contender may have drawn a larger one before we published. Ours must be larger than
+      // every token drawn before now (every earlier holder's among them): if it is not, draw
+      // again and rename our record to it while we hold the name. A rename that fails means
+      // the record was taken over meanwhile: not held.
+      for (int redraw = 0;; ++redraw) {
+        const uint64_t latest = latest_token(name);
+        if (latest <= out.entry.token) break;
+        Entry higher = out.entry;
+        std::error_code ec =
+            redraw < 100 ? draw_token(name, latest, higher.token) : errno_code(EAGAIN);
+        higher.file = entry_file(higher);
+        if (!ec && ::rename((dir + "/" + out.entry.file).c_str(),
+                            (dir + "/" + higher.file).c_str()) != 0) {
+          ec = errno == ENOENT || errno == ESTALE ? make_error_code(Errc::kTimeout)
+                                                  : errno_code(errno);
+        }
+        if (ec) {
+          release(out);
+          if (ec == Errc::kTimeout) return busy;
+          if (why) *why = failed("draw a fencing token in", token_dir(name), ec.value());
+          return ec;
+        }
+        out.entry = higher;
       }
-      out.entry.token = token;  // written into the record's name at its first renewal
     }
     return {};
   }

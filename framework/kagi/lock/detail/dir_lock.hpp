@@ -9,7 +9,8 @@
 //   B.d/                    the lock directory; exists while the name is held
 //     x.<nonce>.<expiry>.<token>   an exclusive holder's owner record (a symlink)
 //     s.<nonce>.<expiry>.0         one per process holding the name shared
-//   B.n                     the fencing counter: one byte appended per exclusive grant
+//   B.t/<n>/                the fencing tokens drawn: one folder per token, made by mkdir
+//   B.n                     older versions' fencing counter (its size is the tokens' floor)
 //   B.w/                    writer intent: one entry per process waiting to write
 //   .stage/                 each process's lock directories while they are being made
 //   .domain                 the lock domain's id (lock/lock_domain.hpp)
@@ -68,7 +69,8 @@ struct Entry {
   Mode mode = Mode::kExclusive;
   uint64_t nonce = 0;
   int64_t expiry_ms = 0;
-  uint64_t token = 0;  // 0: not written into the name yet (read the counter file)
+  uint64_t token = 0;  // exclusive: the fencing token; 0 for readers (and an old kagi's
+                       // exclusive record not renewed yet: then the counter file has it)
 };
 
 // Parses "x.<16 hex>.<expiry>.<token>" / "s.…"; false for anything else.
@@ -160,11 +162,24 @@ class DirLocks {
 
   const Config& config() const { return config_; }
   std::string lock_dir(std::string_view name) const;
+  // The fencing tokens drawn for `name`: a folder of numbered folders (B.t/<n>), each made by
+  // exactly one mkdir. B.n (counter_file) is the counter of older kagi versions (one byte
+  // appended per grant): its size is the floor the numbered tokens start above.
+  std::string token_dir(std::string_view name) const;
   std::string counter_file(std::string_view name) const;
+  // Draws a fencing token for `name` larger than every token drawn before it that this
+  // process's listing shows, and larger than `floor`: mkdir of B.t/<max + 1>, which exactly
+  // one caller wins (the others go higher). Old entries are pruned on the way.
+  std::error_code draw_token(std::string_view name, uint64_t floor, uint64_t& token);
+  // The largest token drawn for `name` so far (0 if none), read through a fresh descriptor.
+  uint64_t latest_token(std::string_view name) const;
   std::string intent_dir(std::string_view name) const;
 
   // One attempt at `name` in `mode` for `who`. Empty error and `out` filled: held (exclusive:
-  // with its fencing token). Errc::kTimeout: somebody holds it (or, shared, a writer waits and
+  // with its fencing token, which is in the record's name from the moment the record is
+  // visible, and larger than the token of every holder before it: drawn before the record is
+  // published, and drawn again, the record renamed to it, if a larger one was drawn
+  // meanwhile). Errc::kTimeout: somebody holds it (or, shared, a writer waits and
   // `respect_intent`); the caller looks for stale holders (entries, is_stale, remove_stale)
   // and tries again later. Another error: the filesystem failed (errno, with `why`).
   std::error_code try_lock(std::string_view name, Mode mode, const HolderInfo& who,
@@ -215,7 +230,6 @@ class DirLocks {
 
  private:
   std::string stage_path();
-  std::error_code token_for(std::string_view name, uint64_t& token);
   std::error_code join_shared(const std::string& dir, const Entry& e, const std::string& target,
                               bool& joined);
 
