@@ -641,7 +641,8 @@ std::vector<Listed> list_all(const std::string& root) {
   return out;
 }
 
-std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file) {
+std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file,
+                             std::chrono::milliseconds max_skew) {
   Entry e;
   if (!dir.ends_with(".d") || dir.find('/') != std::string_view::npos || dir.starts_with(".") ||
       !parse_entry(file, e)) {
@@ -650,7 +651,7 @@ std::error_code break_record(const std::string& root, std::string_view dir, std:
   const std::string folder = root + "/" + std::string(dir);
   struct stat st {};
   if (::lstat((folder + "/" + e.file).c_str(), &st) != 0) return make_error_code(Errc::kReleased);
-  if (e.expiry_ms >= wall_ms())
+  if (wall_ms() - e.expiry_ms <= max_skew.count())
     return std::make_error_code(std::errc::resource_unavailable_try_again);
   if (::unlink((folder + "/" + e.file).c_str()) != 0) return make_error_code(Errc::kReleased);
   ::rmdir(folder.c_str());

@@ -108,10 +108,13 @@ struct Listed {
 std::vector<Listed> list_all(const std::string& root);
 
 // Removes the record `dir`/`file` under `root` (as list_all names it) if it is still there
-// under that very name and its lease expired by this host's clock, then its folder if empty.
-// Errc::kReleased if it is gone or was renewed meanwhile (its name changed); EAGAIN if its
-// lease has not expired; EINVAL for a name that is not a record. An admin's "break stale lock".
-std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file);
+// under that very name and its lease expired more than `max_skew` ago by this host's clock
+// (the margin of takeover rule 2: a holder whose clock runs behind ours by up to max_skew is
+// still renewing), then its folder if empty. Errc::kReleased if it is gone or was renewed
+// meanwhile (its name changed); EAGAIN if its lease has not expired by more than the margin;
+// EINVAL for a name that is not a record. An admin's "break stale lock".
+std::error_code break_record(const std::string& root, std::string_view dir, std::string_view file,
+                             std::chrono::milliseconds max_skew);
 
 // The lock domain's id, stored in root/.domain: made once, by whoever comes first (root is
 // created if missing). Every host that mounts the folder reads the same id.
