@@ -58,14 +58,16 @@ struct FsLock {
   bool released KAGI_GUARDED_BY(mu) = false;  // let go by this process
 };
 
-// What a LockContext holds for one guard.
+// What a LockContext holds for one guard. Its fields are set in acquire() before it is handed
+// out and never changed after, so it needs no lock; what changes is in the FsLock, which has.
 struct Handle {
   LockTable::Grant grant;
   std::string name;
   std::shared_ptr<FsLock> fs;
 };
 
-// The process's shared hold of a name, joined by its shared holders.
+// The process's shared hold of a name, joined by its shared holders. Lives only in
+// DirBackend::shared_, so every field is guarded by DirBackend::mu_.
 struct SharedName {
   std::shared_ptr<FsLock> fs;  // null while nobody here holds the name shared
   int holders = 0;
@@ -134,17 +136,17 @@ class DirBackend : public Backend {
 
   std::error_code acquire(std::string_view name, Mode mode, Clock::time_point deadline,
                           const HolderInfo& who, uint64_t& epoch, Handle*& out, bool* contended,
-                          std::string* why);
-  void release(Handle* h) noexcept;
+                          std::string* why) KAGI_EXCLUDES(mu_);
+  void release(Handle* h) noexcept KAGI_EXCLUDES(mu_);
   std::error_code verify(Handle* h) noexcept;
 
  private:
   // Polls the filesystem for `name` until `deadline` (kNoWait: one attempt).
   std::error_code take_fs(std::string_view name, Mode mode, Clock::time_point deadline,
                           const HolderInfo& who, dirlock::Hold& out, bool* contended,
-                          std::string* why);
+                          std::string* why) KAGI_EXCLUDES(mu_);
   // Removes the stale records of `name`'s lock directory; true if any was removed.
-  bool clear_stale(std::string_view name);
+  bool clear_stale(std::string_view name) KAGI_EXCLUDES(seen_mu_);
   std::error_code take_shared(std::string_view name, Clock::time_point deadline,
                               const HolderInfo& who, std::shared_ptr<FsLock>& out, bool* contended,
                               std::string* why) KAGI_EXCLUDES(mu_);

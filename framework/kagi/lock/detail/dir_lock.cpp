@@ -104,6 +104,18 @@ std::vector<std::string> names_in(const std::string& dir) {
   return out;
 }
 
+// Removes the entry `path` by its exact name: true if this call removed it. ESTALE (NFS: the
+// lock directory's file handle no longer names a directory on the server, because it was
+// removed or replaced) is tried once more by path, which looks the directory up afresh; a
+// second ESTALE means the directory, and so the entry, is gone: false, as for ENOENT.
+bool unlink_exact(const std::string& path) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::unlink(path.c_str()) == 0) return true;
+    if (errno != ESTALE) return false;
+  }
+  return false;
+}
+
 uint64_t random64() {
   const std::string hex = util::random_hex(8);
   uint64_t v = 0;
@@ -598,7 +610,7 @@ std::error_code DirLocks::renew(Hold& hold) {
 
 void DirLocks::release(const Hold& hold) {
   // Only our exact record: if it was taken over, its name is gone and this removes nothing.
-  if (::unlink((hold.dir + "/" + hold.entry.file).c_str()) == 0) {
+  if (unlink_exact(hold.dir + "/" + hold.entry.file)) {
     ::rmdir(hold.dir.c_str());  // fails, harmlessly, while other readers are in it
   }
 }
@@ -653,7 +665,7 @@ std::error_code break_record(const std::string& root, std::string_view dir, std:
   if (::lstat((folder + "/" + e.file).c_str(), &st) != 0) return make_error_code(Errc::kReleased);
   if (wall_ms() - e.expiry_ms <= max_skew.count())
     return std::make_error_code(std::errc::resource_unavailable_try_again);
-  if (::unlink((folder + "/" + e.file).c_str()) != 0) return make_error_code(Errc::kReleased);
+  if (!unlink_exact(folder + "/" + e.file)) return make_error_code(Errc::kReleased);
   ::rmdir(folder.c_str());
   return {};
 }
@@ -708,7 +720,7 @@ bool DirLocks::remove_unknown(std::string_view name, const std::string& file) {
   }
   const std::string dir = lock_dir(name);
   const std::string path = dir + "/" + file;
-  if (::unlink(path.c_str()) != 0 && !(errno == EISDIR && ::rmdir(path.c_str()) == 0)) {
+  if (!unlink_exact(path) && !(errno == EISDIR && ::rmdir(path.c_str()) == 0)) {
     return false;
   }
   ::rmdir(dir.c_str());
@@ -717,7 +729,7 @@ bool DirLocks::remove_unknown(std::string_view name, const std::string& file) {
 
 bool DirLocks::remove_stale(std::string_view name, const Entry& e) {
   const std::string dir = lock_dir(name);
-  if (::unlink((dir + "/" + e.file).c_str()) != 0) return false;
+  if (!unlink_exact(dir + "/" + e.file)) return false;
   ::rmdir(dir.c_str());
   return true;
 }

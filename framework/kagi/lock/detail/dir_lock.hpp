@@ -192,6 +192,8 @@ class DirLocks {
   std::error_code renew(Hold& hold);
   // Removes our record and, if that leaves the lock directory empty, the directory. A record
   // that is gone already (taken over) is left alone: someone else's lock is never touched.
+  // ESTALE (NFS: the directory was removed or replaced on the server) is tried once more by
+  // path and then taken for "gone", as ENOENT is, here and in remove_stale/break_record.
   void release(const Hold& hold);
 
   // The entries of `name`'s lock directory (empty if it does not exist). Names that are not
