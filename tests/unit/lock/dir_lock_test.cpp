@@ -156,6 +156,7 @@ TEST_F(DirLockTest, TheSeedsTakeoverRaceNeverDeletesANewLock) {
   int kagi_deleted_new = 0, naive_deleted_new = 0;
   auto old_holder = locks("old", 1ms, 0ms);  // a lease of 1 ms: stale almost at once
   auto a = locks("a", 10s, 0ms), b = locks("b", 10s, 0ms), c = locks("c", 10s, 0ms);
+  auto d = locks("d", 10s, 0ms);  // comes last: must find C's lock held
   const std::string naive = dir_.path() + "/naive.lock";
   for (int round = 0; round < kRounds; ++round) {
     // kagi.
@@ -171,8 +172,15 @@ TEST_F(DirLockTest, TheSeedsTakeoverRaceNeverDeletesANewLock) {
     ASSERT_FALSE(c->try_lock("race/x", Mode::kExclusive, who("c"), true, fresh, nullptr));  // C
     const bool b_removed = b->remove_stale("race/x", seen_by_b[0]);  // B deletes
     const auto left = c->entries("race/x");
-    if (b_removed || left.size() != 1 || left[0].nonce != fresh.entry.nonce) ++kagi_deleted_new;
-    EXPECT_FALSE(c->renew(fresh));  // C still holds it
+    // C's lock survived only if its record is the one there, D cannot take the name, and C
+    // can still renew (its record is there under its name).
+    Hold late;
+    const bool d_took = !d->try_lock("race/x", Mode::kExclusive, who("d"), true, late, nullptr);
+    if (b_removed || left.size() != 1 || left[0].nonce != fresh.entry.nonce || d_took ||
+        c->renew(fresh)) {
+      ++kagi_deleted_new;
+    }
+    if (d_took) d->release(late);
     c->release(fresh);
 
     // The classic version, same steps.
