@@ -298,6 +298,13 @@ TEST_F(DirLockTest, APidIsCheckedOnlyInItsOwnPidNamespace) {
   const Entry here = put(1, record("pidns=" + my_pid_namespace() + "\n"));
   const Entry other_container = put(2, record("pidns=1\n"));
   const Entry unknown = put(3, record(""));
+  // A live pid whose record has no start time (its holder could not read its own): alive.
+  const std::string live =
+      "kagi-dirlock 1\nname=ns/x\nhost=h\nboot=" + first_line("/proc/sys/kernel/random/boot_id") +
+      "\npidns=" + my_pid_namespace() + "\npid=" + std::to_string(::getpid()) +
+      "\nstart=0\nat=1\nlease=10000\n";
+  const Entry no_start = put(4, live);
+  EXPECT_EQ(h->stale_reason("ns/x", no_start, 0s), "");
   EXPECT_NE(h->stale_reason("ns/x", here, 0s).find("is not running"), std::string::npos);
   EXPECT_EQ(h->stale_reason("ns/x", other_container, 0s), "");
   EXPECT_EQ(h->stale_reason("ns/x", unknown, 0s), "");

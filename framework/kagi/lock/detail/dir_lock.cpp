@@ -217,7 +217,8 @@ bool holder_is_dead(const Owner& o, std::string_view host, std::string* why) {
     if (why) *why = "its holder, pid " + std::to_string(o.pid) + " on this host, is not running";
     return true;
   }
-  if (p.kind == ProcessState::kRunning && p.start != o.start) {
+  // A start time of 0 is one the holder could not read for itself: not evidence either.
+  if (p.kind == ProcessState::kRunning && o.start != 0 && p.start != o.start) {
     if (why) {
       *why = "its holder, pid " + std::to_string(o.pid) +
              " on this host, is not running (the pid now belongs to another process)";
