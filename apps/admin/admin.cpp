@@ -145,8 +145,9 @@ Response release_offline(const AdminState& state, const Request& req) {
 
 // POST /admin/locks/break (record: a dir backend owner record, as /admin/locks shows it). The
 // pipeline has checked the CSRF token (403 without it); the admin login is checked here. Only a
-// record still there under the very name the page showed, with its lease expired, is removed
-// (a renewed one has another name: 409), so the button can never break a live lock.
+// record still there under the very name the page showed, with its lease expired by more than
+// locks.dir_max_clock_skew_ms (the margin of a contender's takeover), is removed (a renewed one
+// has another name: 409), so the button can never break a live lock.
 Response break_lock(const AdminState& state, const Request& req) {
   const std::string record(req.field("record"));
   const std::error_code ec = lock::break_stale_lock(state.locks, record);
@@ -156,7 +157,9 @@ Response break_lock(const AdminState& state, const Request& req) {
                     "/admin/locks and look again");
   }
   if (ec == std::errc::resource_unavailable_try_again) {
-    throw HttpError(409, "that lock's lease has not expired: its holder is renewing it");
+    throw HttpError(409,
+                    "that lock's lease has not expired by more than locks.dir_max_clock_skew_ms: "
+                    "its holder may still be renewing it");
   }
   if (ec == std::errc::invalid_argument) {
     throw HttpError(400,

@@ -446,8 +446,9 @@ void cluster_dict(const LockStatus& s, view::Dict& dict) {
       cells.set("LEASE", lease_text(left) + " (renewed " +
                              format_duration(milliseconds(lease_age_ms(e, s.now))) + " ago)");
       cells.set("TOKEN", std::to_string(e.token));
-      // Only an expired lease can be broken (admin.cpp checks again, on the record's name).
-      if (left < 0) cells.add_section("BREAK").set("RECORD", e.record);
+      // Only a lease expired by more than the clock-skew margin can be broken (admin.cpp
+      // checks again, on the record's name).
+      if (left < -c.break_margin.count()) cells.add_section("BREAK").set("RECORD", e.record);
       if (left < 0) r.set("ROW_CLASS", "bad");
     }
   };
@@ -607,6 +608,7 @@ LockStatus collect_status(const std::string& locks_dir, const lock::LockOptions&
     c.backend = std::move(cluster.backend);
     c.hosts = cluster.hosts;
     c.connections = cluster.connections;
+    c.break_margin = cluster.break_margin;
     c.error = std::move(cluster.error);
     c.locks = group_entries(std::move(cluster.entries));
     // Published host sums live in PostgreSQL (stats/cluster_stats.hpp): postgres only.

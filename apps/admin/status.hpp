@@ -41,10 +41,13 @@ struct LockRow {
 // `thread`, `slot` and `seq` are unknown (so they cannot be revoked here), and so is
 // `client_address` with postgres (kagi-lockd gives each holder's and waiter's address).
 struct ClusterLocks {
-  std::string backend;         // "postgres" or "lockd"
-  size_t hosts = 0;            // distinct kagi hosts connected to the server now
-  size_t connections = 0;      // their connections (in use or idle in a pool)
-  std::string error;           // non-empty: the server could not be read (why); locks is empty
+  std::string backend;     // "postgres" or "lockd"
+  size_t hosts = 0;        // distinct kagi hosts connected to the server now
+  size_t connections = 0;  // their connections (in use or idle in a pool)
+  std::string error;       // non-empty: the server could not be read (why); locks is empty
+  // dir: a record is offered for breaking once expired by more than this (the clock-skew
+  // margin that break_stale_lock and a contender's takeover apply).
+  std::chrono::milliseconds break_margin{0};
   std::vector<LockRow> locks;  // ordered as LockStatus::locks
   // Every host's stats as it last published them (stats/cluster_stats.hpp), by host name.
   std::vector<stats::HostStatsRow> host_stats;

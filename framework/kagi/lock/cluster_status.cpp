@@ -77,7 +77,8 @@ void read_dir_status(const LockOptions& options, ClusterStatus& status) {
     } else {
       e.name = "#" + l.dir;  // released while we read it, or unreadable
     }
-    // The token of a grant not renewed yet is the size of the name's counter file.
+    // An exclusive record of an older kagi not renewed yet has no token in its name: then it
+    // is the size of the name's counter file (this version writes it into the name at once).
     if (e.token == 0 && e.mode == Mode::kExclusive) {
       struct stat st {};
       std::string counter = options.dir + "/dirlocks/" + l.dir;
@@ -146,7 +147,7 @@ std::error_code break_stale_lock(const LockOptions& options, std::string_view re
     return std::make_error_code(std::errc::invalid_argument);
   }
   return dirlock::break_record(options.dir + "/dirlocks", record.substr(0, slash),
-                               record.substr(slash + 1));
+                               record.substr(slash + 1), options.dir_max_clock_skew);
 }
 
 ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milliseconds timeout) {
@@ -155,6 +156,7 @@ ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milli
   status.backend = options.backend;
   if (options.backend == "dir") {
     status.spans_hosts = true;
+    status.break_margin = options.dir_max_clock_skew;
     read_dir_status(options, status);
     return status;
   }

@@ -36,6 +36,9 @@ struct ClusterStatus {
   size_t hosts = 0;        // distinct kagi hosts connected now
   size_t connections = 0;  // kagi connections (in use or idle in a pool)
   std::string error;       // non-empty if the server could not be read: why
+  // dir: how far past its expiry a record must be before break_stale_lock removes it
+  // (locks.dir_max_clock_skew_ms); 0 for the other backends.
+  std::chrono::milliseconds break_margin{0};
 };
 
 // Reads the cluster's locks with a connection of its own, within `timeout`. With `dir`, from
@@ -46,8 +49,10 @@ ClusterStatus read_cluster_status(const LockOptions& options, std::chrono::milli
 
 // dir backend, the admin's "break stale lock": removes the owner record `record` (as an entry
 // of read_cluster_status names it) if it is still there under that very name and its lease
-// expired by this host's clock. Errc::kReleased if it was released or renewed meanwhile;
-// std::errc::resource_unavailable_try_again if its lease has not expired;
+// expired more than locks.dir_max_clock_skew_ms ago by this host's clock (the margin a
+// contender's takeover by expiry uses too). Errc::kReleased if it was released or renewed
+// meanwhile; std::errc::resource_unavailable_try_again if its lease has not expired by more
+// than that margin;
 // std::errc::invalid_argument for a name that is no record (or another backend).
 std::error_code break_stale_lock(const LockOptions& options, std::string_view record);
 

@@ -1,8 +1,11 @@
 // The dir backend's stale takeover under a real race: in each of 1,000 rounds a holder process
 // takes the lock and is SIGKILLed while holding it, then 8 processes race to take it over
 // (each through its own LockService, as pre-forked workers do). Checked: exactly one winner per
-// round, a counter incremented by each winner under the lock is exact, and a history of every
-// holder's interval (the killed holders' included, up to their death) has no two overlapping.
+// round, a counter incremented by each winner under the lock is exact, a history of every
+// holder's interval (the killed holders' included, up to their death) has no two overlapping,
+// and a file that each holder writes its own id into, then reads back after a pause, still
+// holds that id (a second holder at the same time would have written its own: the check needs
+// no shared memory, only the filesystem the locks are about).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -43,6 +46,7 @@ struct RaceState {
   std::atomic<int> released;       // ... and did
   std::atomic<int> inside;         // holders right now
   std::atomic<int> overlaps;
+  std::atomic<int> clobbered;  // a holder read back another holder's id from the id file
   std::atomic<int> errors;
   std::atomic<int> winners[kRounds];
   std::atomic<int> done[kRounds];
@@ -53,6 +57,20 @@ long long now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// Writes `id` into the shared id file, waits, and reads it back: false if another holder wrote
+// meanwhile (or the file could not be used).
+bool still_alone(const std::string& file, const std::string& id) {
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd < 0) return false;
+  bool alone = ::pwrite(fd, id.data(), id.size(), 0) == static_cast<ssize_t>(id.size()) &&
+               ::ftruncate(fd, static_cast<off_t>(id.size())) == 0;
+  std::this_thread::sleep_for(200us);
+  char buf[64] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  ::close(fd);
+  return alone && n == static_cast<ssize_t>(id.size()) && id == buf;
 }
 
 template <typename Pred>
@@ -98,6 +116,7 @@ TEST_F(DirRaceTest, EachKilledHolderIsTakenOverByExactlyOneOfEightRacers) {
   st->release_round = -1;
   st->released = -1;
   const std::string counter = root_ + "/counter";
+  const std::string id_file = root_ + "/holder";
   {
     const int fd = ::open(counter.c_str(), O_RDWR | O_CREAT, 0600);
     ASSERT_GE(fd, 0);
@@ -124,6 +143,9 @@ TEST_F(DirRaceTest, EachKilledHolderIsTakenOverByExactlyOneOfEightRacers) {
           if (st->inside.fetch_add(1) != 0) st->overlaps.fetch_add(1);
           st->winners[r].fetch_add(1);
           st->history[2 * r + 1].start_ns = start;
+          if (!still_alone(id_file, "racer " + std::to_string(i) + " round " + std::to_string(r))) {
+            st->clobbered.fetch_add(1);
+          }
           const int fd = ::open(counter.c_str(), O_RDWR);  // read, pause, write: a lost update
           char buf[32] = {};                               // would show without the lock
           if (fd < 0 || ::pread(fd, buf, sizeof buf - 1, 0) <= 0) st->errors.fetch_add(1);
@@ -156,6 +178,7 @@ TEST_F(DirRaceTest, EachKilledHolderIsTakenOverByExactlyOneOfEightRacers) {
       auto g = ctx->exclusive("race/x");
       if (st->inside.fetch_add(1) != 0) st->overlaps.fetch_add(1);
       st->history[2 * r].start_ns = now_ns();
+      if (!still_alone(id_file, "doomed round " + std::to_string(r))) st->clobbered.fetch_add(1);
       st->holder_ready = r;
       for (;;) ::pause();
     });
@@ -189,12 +212,15 @@ TEST_F(DirRaceTest, EachKilledHolderIsTakenOverByExactlyOneOfEightRacers) {
   }
   std::printf(
       "  %d rounds (holder SIGKILLed, %d racers) in %.1f s: %d with exactly one winner, counter "
-      "%s, %d overlapping holders in the history, %d overlaps seen live\n",
-      kRounds, kRacers, seconds, rounds_with_one, buf, overlapping, st->overlaps.load());
+      "%s, %d overlapping holders in the history, %d overlaps seen live, %d id file "
+      "clobbered\n",
+      kRounds, kRacers, seconds, rounds_with_one, buf, overlapping, st->overlaps.load(),
+      st->clobbered.load());
   EXPECT_EQ(rounds_with_one, kRounds);
   EXPECT_EQ(std::atoi(buf), kRounds);
   EXPECT_EQ(overlapping, 0);
   EXPECT_EQ(st->overlaps.load(), 0);
+  EXPECT_EQ(st->clobbered.load(), 0);
   EXPECT_EQ(st->errors.load(), 0);
   ::munmap(mem, sizeof(RaceState));
 }

@@ -18,7 +18,8 @@ mount); by default the test's temp dir.
   4. SIGKILL leaves the lock directory; the next process on the host takes the lock at once
      (the holder's pid is dead), without waiting for the lease.
   5. "Break stale lock" on /admin/locks: a process of another host SIGKILLed holding a lock
-     (lease 1 s): once the lease expired, the admin page of a process on another host shows
+     (lease 1 s): once the lease expired by more than the admin process's clock-skew margin
+     (locks.dir_max_clock_skew_ms, 200 ms here), the admin page of a process on another host shows
      the record with a Break button; posting it needs the admin login (401) and the CSRF
      token (403), then removes the record (303) and the name is free; a second post: 409; a
      live holder's record has no button, and posting it anyway is refused (409).
@@ -252,7 +253,10 @@ def check_break(fail, env, root):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     admin_port = harness.free_port()
     admin = env.start([env.demo, "--http", "127.0.0.1:%d" % admin_port] + env.demo_settings(
-        4, common + ["locks.dir_host_id=admin", "admin.htpasswd=" + htpasswd]), "brk-admin.log")
+        4, common + ["locks.dir_host_id=admin", "admin.htpasswd=" + htpasswd,
+                     # The break needs a lease expired by more than the clock-skew margin
+                     # (30 s by default): a short one, so as not to wait for it.
+                     "locks.dir_max_clock_skew_ms=200"]), "brk-admin.log")
     harness.wait_for_port(admin_port, admin, "the admin's process")
     # A live holder on the admin's host: its record must not be breakable.
     live = threading.Thread(target=lambda: harness.request(
@@ -260,7 +264,7 @@ def check_break(fail, env, root):
     live.start()
     harness.wait_until("brk/live held", lambda: glob.glob(
         os.path.join(locks, "dirlocks", "brk@live.d", "x.*")), timeout=10)
-    time.sleep(1.2)  # the killed holder's lease of 1 s has expired
+    time.sleep(1.5)  # the killed holder's lease of 1 s has expired, by more than 200 ms
 
     page = harness.request(admin_port, "GET", "/admin/locks", headers=AUTH)
     token = page.cookies().get("kagi_csrf")

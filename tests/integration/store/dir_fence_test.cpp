@@ -62,10 +62,15 @@ class DirFenceTest : public ::testing::Test {
 };
 
 TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
+  // The fencing tokens (the guards' epochs) of the three holders, in the order they held the
+  // lock: ordered, and strictly increasing.
+  uint64_t setup_epoch = 0, next_epoch = 0;
+  const std::string stale_epoch_file = root_ + "/stale.epoch";
   {
     Site setup = open_site("setup");
     auto ctx = setup.locks->context({"setup", "POST", "/x", ""});
     auto g = ctx->exclusive("fence/board");
+    setup_epoch = g.epoch();
     ASSERT_TRUE(setup.data->commit(g, "board.txt", "v0").ok());
     ASSERT_TRUE(setup.data->append(g, "board.log", "r0").ok());
   }
@@ -73,6 +78,10 @@ TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
     Site site = open_site("stale");
     auto ctx = site.locks->context({"stale", "POST", "/board", ""});
     auto g = ctx->exclusive("fence/board");
+    if (FILE* f = std::fopen(stale_epoch_file.c_str(), "w")) {
+      std::fprintf(f, "%llu\n", static_cast<unsigned long long>(g.epoch()));
+      std::fclose(f);
+    }
     const std::string read = site.data->read(g, "board.txt").value();  // lock, read...
     if (read != "v0" || !pause()) return 2;
     // ...stopped here, then woken: the writes of a holder that lost its lock.
@@ -94,6 +103,7 @@ TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
     Site next = open_site("next");
     auto ctx = next.locks->context({"next", "POST", "/board", ""});
     auto g = ctx->exclusive("fence/board", 10s);
+    next_epoch = g.epoch();
     const auto took = std::chrono::steady_clock::now() - asked;
     std::printf(
         "  taken over %lld ms after the holder stopped (lease %lld ms)\n",
@@ -108,6 +118,19 @@ TEST_F(DirFenceTest, AStoppedWritersCommitAndAppendAreRefusedAfterATakeover) {
   ASSERT_EQ(::kill(stale.pid(), SIGCONT), 0);
   ASSERT_TRUE(stale.resume());
   EXPECT_EQ(wait_exit(stale.pid()), 0) << "the woken writer's commit or append was not refused";
+  unsigned long long stale_epoch = 0;
+  if (FILE* f = std::fopen(stale_epoch_file.c_str(), "r")) {
+    if (std::fscanf(f, "%llu", &stale_epoch) != 1) stale_epoch = 0;
+    std::fclose(f);
+  }
+  std::printf("  fencing tokens in grant order: %llu, %llu (stopped), %llu\n",
+              static_cast<unsigned long long>(setup_epoch), stale_epoch,
+              static_cast<unsigned long long>(next_epoch));
+  EXPECT_TRUE(lock::epoch_is_ordered(setup_epoch));
+  EXPECT_TRUE(lock::epoch_is_ordered(stale_epoch));
+  EXPECT_TRUE(lock::epoch_is_ordered(next_epoch));
+  EXPECT_LT(setup_epoch, stale_epoch);
+  EXPECT_LT(stale_epoch, next_epoch);
   Site check = open_site("check");
   auto ctx = check.locks->context({"check", "GET", "/board", ""});
   auto g = ctx->shared("fence/board");

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -27,6 +29,33 @@ namespace {
 using namespace std::chrono_literals;
 
 HolderInfo who(const std::string& id) { return {id, "POST", "/bbs/3/post", "192.0.2.1"}; }
+
+std::string first_line(const std::string& path) {
+  char buf[128] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+  }
+  std::string s = buf;
+  return s.substr(0, s.find('\n'));
+}
+
+// This process's pid namespace as the record and stage names write it (the inode's digits),
+// read here without the code under test.
+std::string my_pid_namespace() {
+  char buf[64] = {};
+  if (::readlink("/proc/self/ns/pid", buf, sizeof buf - 1) <= 0) return "";
+  std::string s = buf;  // "pid:[4026531836]"
+  return s.substr(s.find('[') + 1, s.find(']') - s.find('[') - 1);
+}
+
+// A pid that is not running: a child that exited and was reaped.
+int dead_pid() {
+  const pid_t child = test_support::spawn([] { return 0; });
+  test_support::wait_exit(child);
+  return child;
+}
 
 class DirLockTest : public ::testing::Test {
  protected:
@@ -43,6 +72,8 @@ TEST_F(DirLockTest, OwnerRecordsRoundTripAndCannotBeForged) {
   Owner o{.name = "bbs/board/3",
           .host = "web1",
           .boot = "b00t",
+          .pidns = "4026531836",
+
           .pid = 4242,
           .start = 99,
           .request = "1f-7",
@@ -85,10 +116,12 @@ TEST_F(DirLockTest, ExclusiveExcludesAndTokensGrowPerGrant) {
   EXPECT_EQ(o.route, "POST /bbs/3/post");
   EXPECT_EQ(o.pid, ::getpid());
   const uint64_t first = ha.entry.token;
+  EXPECT_GT(first, 0u);
+  EXPECT_EQ(entries[0].token, first);  // in the record's name from the start
   a->release(ha);
   ASSERT_FALSE(b->try_lock("t/x", Mode::kExclusive, who("b"), true, hb, nullptr));
   EXPECT_GT(hb.entry.token, first);
-  // The token reaches the record's name at its first renewal.
+  EXPECT_EQ(b->entries("t/x").at(0).token, hb.entry.token);
   ASSERT_FALSE(b->renew(hb));
   EXPECT_EQ(b->entries("t/x").at(0).token, hb.entry.token);
   b->release(hb);
@@ -123,6 +156,7 @@ TEST_F(DirLockTest, TheSeedsTakeoverRaceNeverDeletesANewLock) {
   int kagi_deleted_new = 0, naive_deleted_new = 0;
   auto old_holder = locks("old", 1ms, 0ms);  // a lease of 1 ms: stale almost at once
   auto a = locks("a", 10s, 0ms), b = locks("b", 10s, 0ms), c = locks("c", 10s, 0ms);
+  auto d = locks("d", 10s, 0ms);  // comes last: must find C's lock held
   const std::string naive = dir_.path() + "/naive.lock";
   for (int round = 0; round < kRounds; ++round) {
     // kagi.
@@ -138,8 +172,15 @@ TEST_F(DirLockTest, TheSeedsTakeoverRaceNeverDeletesANewLock) {
     ASSERT_FALSE(c->try_lock("race/x", Mode::kExclusive, who("c"), true, fresh, nullptr));  // C
     const bool b_removed = b->remove_stale("race/x", seen_by_b[0]);  // B deletes
     const auto left = c->entries("race/x");
-    if (b_removed || left.size() != 1 || left[0].nonce != fresh.entry.nonce) ++kagi_deleted_new;
-    EXPECT_FALSE(c->renew(fresh));  // C still holds it
+    // C's lock survived only if its record is the one there, D cannot take the name, and C
+    // can still renew (its record is there under its name).
+    Hold late;
+    const bool d_took = !d->try_lock("race/x", Mode::kExclusive, who("d"), true, late, nullptr);
+    if (b_removed || left.size() != 1 || left[0].nonce != fresh.entry.nonce || d_took ||
+        c->renew(fresh)) {
+      ++kagi_deleted_new;
+    }
+    if (d_took) d->release(late);
     c->release(fresh);
 
     // The classic version, same steps.
@@ -231,6 +272,174 @@ TEST_F(DirLockTest, WhatMakesARecordStale) {
   EXPECT_NE(holder->stale_reason("st/dead", dead, 0s).find("is not running"), std::string::npos);
   // Another host cannot ask this host's kernel: it waits for the lease.
   EXPECT_EQ(other->stale_reason("st/dead", dead, 0s), "");
+}
+
+// A pid is looked up only for a record of this very host, boot *and* pid namespace: a container
+// on the same kernel (same boot id, even the same host id by mistake) has pids of its own, and
+// a record that does not say its namespace (an older kagi's) is not trusted either.
+TEST_F(DirLockTest, APidIsCheckedOnlyInItsOwnPidNamespace) {
+  auto h = locks("h");
+  const std::string dir = h->lock_dir("ns/x");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const int pid = dead_pid();
+  auto record = [&](const std::string& pidns_line) {
+    return "kagi-dirlock 1\nname=ns/x\nhost=h\nboot=" +
+           first_line("/proc/sys/kernel/random/boot_id") + "\n" + pidns_line +
+           "pid=" + std::to_string(pid) + "\nstart=5\nat=1\nlease=10000\n";
+  };
+  const int64_t expiry = wall_ms() + 10000;
+  auto put = [&](uint64_t nonce, const std::string& text) {
+    Entry e{.file = "", .mode = Mode::kExclusive, .nonce = nonce, .expiry_ms = expiry, .token = 1};
+    e.file = entry_file(e);
+    EXPECT_EQ(::symlink(text.c_str(), (dir + "/" + e.file).c_str()), 0);
+    return e;
+  };
+  ASSERT_FALSE(my_pid_namespace().empty());
+  const Entry here = put(1, record("pidns=" + my_pid_namespace() + "\n"));
+  const Entry other_container = put(2, record("pidns=1\n"));
+  const Entry unknown = put(3, record(""));
+  // A live pid whose record has no start time (its holder could not read its own): alive.
+  const std::string live =
+      "kagi-dirlock 1\nname=ns/x\nhost=h\nboot=" + first_line("/proc/sys/kernel/random/boot_id") +
+      "\npidns=" + my_pid_namespace() + "\npid=" + std::to_string(::getpid()) +
+      "\nstart=0\nat=1\nlease=10000\n";
+  const Entry no_start = put(4, live);
+  EXPECT_EQ(h->stale_reason("ns/x", no_start, 0s), "");
+  EXPECT_NE(h->stale_reason("ns/x", here, 0s).find("is not running"), std::string::npos);
+  EXPECT_EQ(h->stale_reason("ns/x", other_container, 0s), "");
+  EXPECT_EQ(h->stale_reason("ns/x", unknown, 0s), "");
+}
+
+// Failing to look at a process is not evidence that it is dead: with every descriptor in use
+// (EMFILE) /proc/PID/stat cannot be opened, and a live holder must stay live.
+TEST_F(DirLockTest, AProcessThatCannotBeLookedAtIsAlive) {
+  auto holder = locks("h");
+  Hold held;
+  ASSERT_FALSE(holder->try_lock("em/x", Mode::kExclusive, who("h"), true, held, nullptr));
+  const pid_t child = test_support::spawn([&] {
+    auto mine = locks("h");
+    const Entry e = mine->entries("em/x").at(0);
+    if (!mine->stale_reason("em/x", e, 0s).empty()) return 2;  // a live holder, descriptors free
+    const rlimit few{32, 32};
+    if (::setrlimit(RLIMIT_NOFILE, &few) != 0) return 3;
+    while (::open("/dev/null", O_RDONLY) >= 0) {
+    }
+    if (errno != EMFILE) return 4;
+    const std::string reason = mine->stale_reason("em/x", e, 0s);
+    if (!reason.empty()) std::fprintf(stderr, "stale with EMFILE: %s\n", reason.c_str());
+    return reason.empty() ? 0 : 1;
+  });
+  EXPECT_EQ(test_support::wait_exit(child), 0);
+  holder->release(held);
+}
+
+// Stage folders are named "<host>.<pidns>.<pid>.<start>.<n>" and read from the right: a host id
+// with dots is this host's own (its dead makers' folders are removed), and a host whose id
+// starts with ours plus a dot is another host (its folders stay, whatever its pids).
+TEST_F(DirLockTest, StageFoldersAreJudgedByTheirExactHostId) {
+  const std::string stage = dir_.path() + "/dirlocks/.stage";
+  std::filesystem::create_directories(stage);
+  const std::string ns = my_pid_namespace();
+  const std::string pid = std::to_string(dead_pid());
+  auto make = [&](const std::string& n) {
+    const std::string folder = stage + "/" + n;
+    EXPECT_EQ(::mkdir(folder.c_str(), 0700), 0);
+    EXPECT_EQ(::symlink("record", (folder + "/x.1.2.3").c_str()), 0);
+    return folder;
+  };
+  const std::string mine = make("web1.example.org." + ns + "." + pid + ".5.0");
+  const std::string other_host = make("web1.7." + ns + "." + pid + ".5.0");
+  const std::string other_ns = make("web1.1." + pid + ".5.1");
+  auto dotted = locks("web1.example.org");
+  EXPECT_FALSE(std::filesystem::exists(mine)) << "a dead maker's folder of a dotted host id";
+  auto web1 = locks("web1");
+  struct stat st {};
+  EXPECT_EQ(::lstat((other_host + "/x.1.2.3").c_str(), &st), 0) << "host web1.7's folder";
+  EXPECT_EQ(::lstat((other_ns + "/x.1.2.3").c_str(), &st), 0) << "another pid namespace's";
+}
+
+// Rule 1 is judged on the lease the holder wrote in its record (it renews within a third of
+// *its* lease), not on the contender's own: hosts may be configured differently, or be in the
+// middle of a rolling change of locks.dir_lease_ms.
+TEST_F(DirLockTest, TakeoverUsesTheHoldersRecordedLease) {
+  auto long_holder = locks("h1", 10s), short_waiter = locks("w1", 1s);
+  Hold a;
+  ASSERT_FALSE(long_holder->try_lock("ls/a", Mode::kExclusive, who("h1"), true, a, nullptr));
+  const Entry ea = short_waiter->entries("ls/a").at(0);
+  EXPECT_EQ(short_waiter->stale_reason("ls/a", ea, 2s), "") << "taken within its 10 s lease";
+  EXPECT_NE(short_waiter->stale_reason("ls/a", ea, 10s).find("holder's lease: 10000 ms"),
+            std::string::npos);
+
+  auto short_holder = locks("h2", 1s), long_waiter = locks("w2", 10s);
+  Hold b;
+  ASSERT_FALSE(short_holder->try_lock("ls/b", Mode::kExclusive, who("h2"), true, b, nullptr));
+  const Entry eb = long_waiter->entries("ls/b").at(0);
+  EXPECT_NE(long_waiter->stale_reason("ls/b", eb, 1500ms).find("not renewed"), std::string::npos)
+      << "a 1 s lease unrenewed for 1.5 s";
+  long_holder->release(a);
+  short_holder->release(b);
+}
+
+// A record that cannot be parsed (damaged, or of a format this kagi does not know) does not
+// wedge its lock: it is stale once unchanged for this process's lease plus the skew margin,
+// not sooner.
+TEST_F(DirLockTest, AnUnreadableRecordIsStaleAfterTheLeasePlusTheMargin) {
+  auto w = locks("w", 1s, 1s);
+  const std::string dir = w->lock_dir("bad/x");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  Entry e{
+      .file = "", .mode = Mode::kExclusive, .nonce = 9, .expiry_ms = wall_ms() + 60000, .token = 1};
+  e.file = entry_file(e);
+  ASSERT_EQ(::symlink("not a record", (dir + "/" + e.file).c_str()), 0);
+  EXPECT_EQ(w->stale_reason("bad/x", e, 1500ms), "");
+  EXPECT_NE(w->stale_reason("bad/x", e, 2500ms).find("cannot be read"), std::string::npos);
+}
+
+// Fencing tokens: every grant's token is in its record's name as soon as the record can be
+// seen, and the tokens of successive holders of a name strictly increase, whichever "host"
+// (here: threads, each with its own DirLocks and host id) wins each round, and above what an
+// older kagi's counter file (B.n, one byte per grant) had reached.
+TEST_F(DirLockTest, FencingTokensStrictlyIncreaseInGrantOrder) {
+  {
+    auto setup = locks("setup");
+    const std::string legacy = setup->counter_file("tok/x");
+    const int fd = ::open(legacy.c_str(), O_WRONLY | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "+++++", 5), 5);
+    ::close(fd);
+  }
+  constexpr int kThreads = 4, kGrants = 60;
+  std::mutex mu;
+  std::vector<uint64_t> order;  // the tokens, in the order their holders held the name
+  std::atomic<int> bad_names{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto me = locks("host" + std::to_string(i));
+      for (int n = 0; n < kGrants;) {
+        Hold h;
+        if (me->try_lock("tok/x", Mode::kExclusive, who("t"), true, h, nullptr)) {
+          std::this_thread::yield();
+          continue;
+        }
+        const auto seen = me->entries("tok/x");
+        if (seen.size() != 1 || seen[0].token != h.entry.token) ++bad_names;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          order.push_back(h.entry.token);
+        }
+        me->release(h);
+        ++n;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(order.size(), static_cast<size_t>(kThreads * kGrants));
+  EXPECT_GT(order.front(), 5u) << "above the older counter's 5 grants";
+  for (size_t i = 1; i < order.size(); ++i) {
+    ASSERT_LT(order[i - 1], order[i]) << "grant " << i;
+  }
+  EXPECT_EQ(bad_names.load(), 0) << "a record's name did not carry its holder's token";
 }
 
 TEST_F(DirLockTest, TheDomainIdIsMadeOnceAndSharedByEveryHost) {

@@ -48,18 +48,26 @@ std::atomic<uint64_t> g_shared_epoch{0};
 struct FsLock {
   util::Mutex mu;
   dirlock::Hold hold KAGI_GUARDED_BY(mu);
-  bool lost KAGI_GUARDED_BY(mu) = false;      // taken over: verify fails from now on
+  // When the record was last made or renamed to a later expiry, on the steady clock: the
+  // heartbeat's cadence never depends on the wall clock in the record's name.
+  Clock::time_point renewed KAGI_GUARDED_BY(mu) = Clock::now();
+  // Taken over: verify fails from now on, and no new reader of this process may join it. Set
+  // under mu (by whoever's rename of the record failed), read without it (a join must not
+  // wait behind a renewal's filesystem call).
+  std::atomic<bool> lost{false};
   bool released KAGI_GUARDED_BY(mu) = false;  // let go by this process
 };
 
-// What a LockContext holds for one guard.
+// What a LockContext holds for one guard. Its fields are set in acquire() before it is handed
+// out and never changed after, so it needs no lock; what changes is in the FsLock, which has.
 struct Handle {
   LockTable::Grant grant;
   std::string name;
   std::shared_ptr<FsLock> fs;
 };
 
-// The process's shared hold of a name, joined by its shared holders.
+// The process's shared hold of a name, joined by its shared holders. Lives only in
+// DirBackend::shared_, so every field is guarded by DirBackend::mu_.
 struct SharedName {
   std::shared_ptr<FsLock> fs;  // null while nobody here holds the name shared
   int holders = 0;
@@ -128,17 +136,17 @@ class DirBackend : public Backend {
 
   std::error_code acquire(std::string_view name, Mode mode, Clock::time_point deadline,
                           const HolderInfo& who, uint64_t& epoch, Handle*& out, bool* contended,
-                          std::string* why);
-  void release(Handle* h) noexcept;
+                          std::string* why) KAGI_EXCLUDES(mu_);
+  void release(Handle* h) noexcept KAGI_EXCLUDES(mu_);
   std::error_code verify(Handle* h) noexcept;
 
  private:
   // Polls the filesystem for `name` until `deadline` (kNoWait: one attempt).
   std::error_code take_fs(std::string_view name, Mode mode, Clock::time_point deadline,
                           const HolderInfo& who, dirlock::Hold& out, bool* contended,
-                          std::string* why);
+                          std::string* why) KAGI_EXCLUDES(mu_);
   // Removes the stale records of `name`'s lock directory; true if any was removed.
-  bool clear_stale(std::string_view name);
+  bool clear_stale(std::string_view name) KAGI_EXCLUDES(seen_mu_);
   std::error_code take_shared(std::string_view name, Clock::time_point deadline,
                               const HolderInfo& who, std::shared_ptr<FsLock>& out, bool* contended,
                               std::string* why) KAGI_EXCLUDES(mu_);
@@ -171,7 +179,8 @@ std::error_code DirBackend::take_fs(std::string_view name, Mode mode, Clock::tim
       static_cast<unsigned>(Clock::now().time_since_epoch().count()));
   auto backoff = std::chrono::duration_cast<Clock::duration>(kMinBackoff);
   uint64_t intent_nonce = 0;
-  int64_t intent_expiry = 0;
+  int64_t intent_expiry = 0;          // wall ms, in the intent's name for other hosts
+  Clock::time_point intent_posted{};  // when, on this process's steady clock
   auto drop_intent = [&] {
     if (intent_nonce) fs_.remove_intent(name, intent_nonce, intent_expiry);
   };
@@ -191,11 +200,11 @@ std::error_code DirBackend::take_fs(std::string_view name, Mode mode, Clock::tim
     if (mode == Mode::kExclusive) {
       // Readers hold it: say that a writer waits, so that no new reader joins (renewed
       // before it lapses; a writer that dies leaves an intent that lapses by itself).
-      const int64_t wall = dirlock::wall_ms();
-      if (intent_expiry - wall < fs_.config().lease.count() / 2) {
+      if (!intent_nonce || now - intent_posted >= fs_.config().lease / 2) {
         drop_intent();
         intent_nonce = (static_cast<uint64_t>(jitter()) << 32 | jitter()) | 1;
-        intent_expiry = wall + fs_.config().lease.count();
+        intent_expiry = dirlock::wall_ms() + fs_.config().lease.count();
+        intent_posted = now;
         fs_.add_intent(name, intent_nonce, intent_expiry);
       }
     }
@@ -208,9 +217,24 @@ std::error_code DirBackend::take_fs(std::string_view name, Mode mode, Clock::tim
 }
 
 bool DirBackend::clear_stale(std::string_view name) {
-  const auto entries = fs_.entries(name);
+  std::vector<std::string> unknown;
+  const auto entries = fs_.entries(name, &unknown);
   const auto now = Clock::now();
   bool removed = false;
+  for (const std::string& file : unknown) {
+    Clock::duration unchanged{};
+    {
+      util::MutexLock lock(seen_mu_);
+      auto [it, fresh] = seen_.try_emplace(std::string(name) + "/" + file, now);
+      unchanged = now - it->second;
+    }
+    const std::string reason = fs_.unknown_stale_reason(unchanged);
+    if (!reason.empty() && fs_.remove_unknown(name, file)) {
+      removed = true;
+      log_event("dir: removed '" + file + "' from the lock directory of '" + std::string(name) +
+                "': " + reason);
+    }
+  }
   for (const dirlock::Entry& e : entries) {
     Clock::duration unchanged{};
     {
@@ -236,6 +260,15 @@ std::error_code DirBackend::take_shared(std::string_view name, Clock::time_point
   util::MutexLock lock(mu_);
   for (;;) {
     SharedName& st = shared_.try_emplace(std::string(name)).first->second;
+    if (st.fs && st.fs->lost.load()) {
+      // The process's reader record was taken over: whoever joined it before keeps a fenced
+      // guard (their release finds another fs here and does nothing), but nobody joins it
+      // again; the next reader takes a record of its own on the filesystem.
+      live_.erase(st.fs);
+      st.fs.reset();
+      st.holders = 0;
+      st.draining = false;
+    }
     if (st.fs && !st.draining) {
       const auto now = Clock::now();
       if (st.joins >= kMaxJoins || now - st.since >= kMaxJoinBatch) {
@@ -369,13 +402,18 @@ std::error_code DirBackend::verify(Handle* h) noexcept {
   // Asks the filesystem itself (a rename of our exact record name, which fails once it was
   // taken over) and starts a fresh lease: what follows has a whole lease before any honest
   // contender may call it stale.
+  const auto asked = Clock::now();
   std::error_code ec = fs_.renew(fs.hold);
+  if (!ec) fs.renewed = asked;
   if (ec == Errc::kFenceLost) fs.lost = true;
   return ec ? make_error_code(Errc::kFenceLost) : std::error_code();
 }
 
 void DirBackend::run_heartbeat() {
-  const auto beat = std::max<Clock::duration>(fs_.config().lease / 3, milliseconds(10));
+  // A record is renewed once a sixth of the lease went by since its last renewal, at a beat
+  // of a sixth: so never more than a third of the lease passes between two renewals (a
+  // contender calls it stale after a whole lease unchanged: two more beats can be missed).
+  const auto beat = std::max<Clock::duration>(fs_.config().lease / 6, milliseconds(10));
   util::MutexLock lock(mu_);
   while (!stopping_) {
     const auto next = Clock::now() + beat;
@@ -384,13 +422,13 @@ void DirBackend::run_heartbeat() {
     if (stopping_) break;
     std::vector<std::shared_ptr<FsLock>> held(live_.begin(), live_.end());
     mu_.unlock();
-    const int64_t now = dirlock::wall_ms();
     for (auto& fs : held) {
       util::MutexLock h(fs->mu);
       if (fs->lost || fs->released) continue;
-      // Renewed once a third of the lease is used: two more beats fit before it lapses.
-      if (fs->hold.entry.expiry_ms - now > fs_.config().lease.count() * 2 / 3) continue;
+      const auto now = Clock::now();
+      if (now - fs->renewed < beat) continue;  // made or verified a moment ago
       std::error_code ec = fs_.renew(fs->hold);
+      if (!ec) fs->renewed = now;
       if (ec == Errc::kFenceLost) {
         fs->lost = true;
         log_event("dir: lost '" + fs->hold.name +
