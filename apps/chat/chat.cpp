@@ -37,6 +37,7 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_store.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include <kagi/util/json.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/utf8.hpp>
@@ -302,6 +303,10 @@ Response say(Chat& c, Request& req, Context& ctx) {
       recent.push_back(std::move(m));
     }
   }  // 6. UNLOCKED here: the writer held the room only for one read and one append.
+
+  // 7. DURABLE before anyone is told: with data.fsync = "always" our message is flushed now,
+  //    with no lock held and in one fsync with every other request's (group commit).
+  store::wait_durable().check();
 
   // Wake this process's waiters ourselves, with no lock held: we know every message up to
   // `id`. Other processes are woken by their watchers (the append changed the room's log).

@@ -1,0 +1,92 @@
+// store/detail/group_sync.hpp — group commit: many writers' records made durable by one fsync
+// per file, the way a database's write-ahead log flushes for every transaction in a batch.
+//
+// A writer appends its record without flushing, releases its lock, and only then asks for the
+// record to be durable (sync()). Requests arriving while a flush runs wait in the next batch;
+// the first of them to find no flush running flushes that whole batch (one fsync per file,
+// covering every record written to it before the call), then wakes the rest. No thread of its
+// own: the leader is always a waiter.
+//
+// The GroupSync also remembers how far this process knows each file durable, so a reader can
+// tell cheaply whether what it read could still be lost (durable()). Files are told apart by
+// device, inode and birth time (a replaced log's inode number may come back).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <kagi/store/fs.hpp>
+#include <kagi/store/status.hpp>
+#include <kagi/util/mutex.hpp>
+#include <kagi/util/thread_annotations.hpp>
+#include <kagi/util/unique_fd.hpp>
+
+namespace kagi::store::detail {
+
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int64_t birth_ns = 0;
+  bool operator==(const FileId&) const = default;
+};
+
+struct FileIdHash {
+  size_t operator()(const FileId& id) const noexcept;
+};
+
+// One file that must be durable up to `end`, with a descriptor to flush it through.
+struct SyncNeed {
+  FileId id;
+  uint64_t end = 0;
+  util::UniqueFd fd;
+  std::string path;  // for the error message
+};
+
+class GroupSync {
+ public:
+  explicit GroupSync(FileSystem& fs) : fs_(fs) {}
+  GroupSync(const GroupSync&) = delete;
+  GroupSync& operator=(const GroupSync&) = delete;
+
+  // Whether this process knows `id` durable up to `end` at least.
+  bool durable(const FileId& id, uint64_t end) const KAGI_EXCLUDES(mu_);
+  // Records that `id` is durable up to `end` (after a flush made outside the group).
+  void mark(const FileId& id, uint64_t end) KAGI_EXCLUDES(mu_);
+
+  // Returns once every need is durable (flushed by this call or by a batch it joined), or with
+  // the first failure ("flush <path>: fsync: ..."). Needs already durable cost nothing.
+  Status sync(std::vector<SyncNeed> needs) KAGI_EXCLUDES(mu_);
+
+  // fsync calls made by sync() so far (what the group saved shows against the requests).
+  uint64_t flushes() const KAGI_EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    util::UniqueFd fd;
+    uint64_t end = 0;
+    std::string path;
+    int error = 0;  // errno of a failed flush
+  };
+  struct Batch {
+    std::unordered_map<FileId, Entry, FileIdHash> files;
+    bool done = false;
+  };
+
+  void flush(Batch& batch) KAGI_REQUIRES(mu_);
+  void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
+
+  FileSystem& fs_;
+  mutable util::Mutex mu_;
+  util::CondVar flushed_;
+  std::shared_ptr<Batch> collecting_ KAGI_GUARDED_BY(mu_);
+  bool flushing_ KAGI_GUARDED_BY(mu_) = false;
+  uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
+  std::unordered_map<FileId, uint64_t, FileIdHash> durable_ KAGI_GUARDED_BY(mu_);
+};
+
+}  // namespace kagi::store::detail
