@@ -464,6 +464,16 @@ def goals(r):
                 k["post8"]["rps"] / k["post1"]["rps"], 1.5, None))
     out.append(("kagi BBS posts: 8 boards vs 1 board (data.fsync=always, the default)",
                 always["post8"]["rps"] / always["post1"]["rps"], 1.5, None))
+    # Group commit: the default durability against no fsync at all, same run.
+    for key, what, want in (("post1", "BBS post, 1 board", 0.5), ("post8", "BBS post, 8 boards", 0.7),
+                            ("say", "chat say, 1 room", 0.5)):
+        out.append(("kagi %s: data.fsync=always vs never (group commit)" % what,
+                    always[key]["rps"] / k[key]["rps"], want, None))
+    # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
+    for key, what, want in (("page", "BBS page read", 0.9), ("post1", "BBS post, 1 board", 0.9),
+                            ("say", "chat say", 0.9), ("poll", "chat poll (200 messages)", 0.75)):
+        out.append(("kagi %s (data.fsync=never) vs libfcgi C hello" % what,
+                    k[key]["rps"] / r["c_hello"]["rps"], want, None))
     for fsync in ("never", "always"):
         for key, what in (("post1", "BBS post, 1 board"), ("post8", "BBS post, 8 boards")):
             out.append(("kagi %s (%s) vs PHP-FPM" % (what, PG_TAG % SYNC[fsync]),

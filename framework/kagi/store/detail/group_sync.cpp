@@ -47,10 +47,12 @@ uint64_t GroupSync::flushes() const {
 
 Status GroupSync::sync(std::vector<SyncNeed> needs) {
   util::MutexLock lock(mu_);
-  std::erase_if(needs, [&](const SyncNeed& n) {
-    auto it = durable_.find(n.id);
-    return it != durable_.end() && it->second >= n.end;
-  });
+  std::vector<SyncNeed> open;
+  for (SyncNeed& need : needs) {
+    auto it = durable_.find(need.id);
+    if (it == durable_.end() || it->second < need.end) open.push_back(std::move(need));
+  }
+  needs.swap(open);
   if (needs.empty()) return {};
   if (!collecting_) collecting_ = std::make_shared<Batch>();
   std::shared_ptr<Batch> batch = collecting_;
