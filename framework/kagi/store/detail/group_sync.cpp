@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include <kagi/store/detail/file_io.hpp>
@@ -47,61 +48,51 @@ uint64_t GroupSync::flushes() const {
 
 Status GroupSync::sync(std::vector<SyncNeed> needs) {
   util::MutexLock lock(mu_);
-  std::vector<SyncNeed> open;
+  Status first;
   for (SyncNeed& need : needs) {
     auto it = durable_.find(need.id);
-    if (it == durable_.end() || it->second < need.end) open.push_back(std::move(need));
+    if (it != durable_.end() && it->second >= need.end) continue;
+    if (Status s = sync_one(std::move(need)); !s.ok() && first.ok()) first = s;
   }
-  needs.swap(open);
-  if (needs.empty()) return {};
-  if (!collecting_) collecting_ = std::make_shared<Batch>();
-  std::shared_ptr<Batch> batch = collecting_;
-  for (SyncNeed& need : needs) {
-    Entry& entry = batch->files[need.id];
-    if (!entry.fd) {
-      entry.fd = std::move(need.fd);
-      entry.path = std::move(need.path);
-    }
-    entry.end = std::max(entry.end, need.end);
+  return first;
+}
+
+Status GroupSync::sync_one(SyncNeed need) {
+  const FileId id = need.id;
+  FileQueue& queue = queues_[id];
+  if (!queue.collecting) queue.collecting = std::make_shared<Batch>();
+  std::shared_ptr<Batch> batch = queue.collecting;
+  if (!batch->fd) {
+    batch->fd = std::move(need.fd);
+    batch->path = std::move(need.path);
   }
+  batch->end = std::max(batch->end, need.end);
   while (!batch->done) {
-    if (flushing_) {
+    FileQueue& q = queues_[id];  // the map may have rehashed while we waited
+    if (q.flushing) {
       flushed_.wait(mu_);
       continue;
     }
-    // No flush runs, so ours is the batch being collected: flush it, and let the next
-    // requests collect in a new one meanwhile.
-    flushing_ = true;
-    collecting_.reset();
-    flush(*batch);
+    // No flush of this file runs, so ours is its batch being collected: flush it, and let the
+    // next requests collect in a new one meanwhile.
+    q.flushing = true;
+    q.collecting.reset();
+    mu_.unlock();
+    const int r = fs_.fsync(batch->fd.get());
+    mu_.lock();
+    batch->error = r < 0 ? -r : 0;
+    batch->fd.reset();
     batch->done = true;
-    flushing_ = false;
+    ++flushes_;
+    if (batch->error == 0) mark_locked(id, batch->end);
+    FileQueue& after = queues_[id];
+    after.flushing = false;
+    if (!after.collecting) queues_.erase(id);  // nobody waits: the map keeps only live files
     flushed_.notify_all();
   }
-  for (const SyncNeed& need : needs) {
-    const Entry& entry = batch->files.at(need.id);
-    if (entry.error != 0) {
-      return Status::failed(sys_error(-entry.error), "flush", entry.path, "fsync");
-    }
-  }
+  if (batch->error != 0)
+    return Status::failed(sys_error(-batch->error), "flush", batch->path, "fsync");
   return {};
-}
-
-// Runs the fsyncs with the mutex released (requests keep joining the next batch meanwhile).
-void GroupSync::flush(Batch& batch) {
-  mu_.unlock();
-  uint64_t calls = 0;
-  for (auto& [id, entry] : batch.files) {
-    const int r = fs_.fsync(entry.fd.get());
-    entry.error = r < 0 ? -r : 0;
-    entry.fd.reset();
-    ++calls;
-  }
-  mu_.lock();
-  flushes_ += calls;
-  for (const auto& [id, entry] : batch.files) {
-    if (entry.error == 0) mark_locked(id, entry.end);
-  }
 }
 
 }  // namespace kagi::store::detail

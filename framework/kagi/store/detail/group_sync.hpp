@@ -2,10 +2,11 @@
 // per file, the way a database's write-ahead log flushes for every transaction in a batch.
 //
 // A writer appends its record without flushing, releases its lock, and only then asks for the
-// record to be durable (sync()). Requests arriving while a flush runs wait in the next batch;
-// the first of them to find no flush running flushes that whole batch (one fsync per file,
-// covering every record written to it before the call), then wakes the rest. No thread of its
-// own: the leader is always a waiter.
+// record to be durable (sync()). Each file has its own batches: requests arriving while a flush
+// of that file runs wait in its next batch; the first of them to find no flush of the file
+// running flushes for the whole batch (one fsync, covering every record written to the file
+// before the call), then wakes the rest. Different files flush in parallel (the filesystem's
+// journal merges their commits). No thread of its own: the leader is always a waiter.
 //
 // The GroupSync also remembers how far this process knows each file durable, so a reader can
 // tell cheaply whether what it read could still be lost (durable()). Files are told apart by
@@ -66,25 +67,27 @@ class GroupSync {
   uint64_t flushes() const KAGI_EXCLUDES(mu_);
 
  private:
-  struct Entry {
-    util::UniqueFd fd;
-    uint64_t end = 0;
+  // The requests that one fsync of a file answers.
+  struct Batch {
+    util::UniqueFd fd;  // the first request's descriptor
+    uint64_t end = 0;   // the furthest end asked for
     std::string path;
     int error = 0;  // errno of a failed flush
-  };
-  struct Batch {
-    std::unordered_map<FileId, Entry, FileIdHash> files;
     bool done = false;
   };
+  // Per file being flushed or waited for: the batch collecting, whether one is being flushed.
+  struct FileQueue {
+    std::shared_ptr<Batch> collecting;
+    bool flushing = false;
+  };
 
-  void flush(Batch& batch) KAGI_REQUIRES(mu_);
+  Status sync_one(SyncNeed need) KAGI_REQUIRES(mu_);
   void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
 
   FileSystem& fs_;
   mutable util::Mutex mu_;
   util::CondVar flushed_;
-  std::shared_ptr<Batch> collecting_ KAGI_GUARDED_BY(mu_);
-  bool flushing_ KAGI_GUARDED_BY(mu_) = false;
+  std::unordered_map<FileId, FileQueue, FileIdHash> queues_ KAGI_GUARDED_BY(mu_);
   uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
   std::unordered_map<FileId, uint64_t, FileIdHash> durable_ KAGI_GUARDED_BY(mu_);
 };
