@@ -195,7 +195,7 @@ App::App(Config conf, store::FileSystem& data_fs)
   util::set_log_level(log_level(conf_.get_string("log.level")));
 }
 
-App::~App() = default;
+App::~App() { data_->drain(); }
 
 http::Response App::error_page(int status, std::string_view message) const {
   view::Dict page;
@@ -235,6 +235,8 @@ void App::shutdown() {
     hooks.swap(shutdown_hooks_);  // once: later calls find nothing to run
   }
   for (auto& hook : hooks) hook();
+  // Answers waiting for a group flush go out before the front ends stop.
+  data_->drain();
 }
 
 void App::handle(http::Request request, std::shared_ptr<Responder> out) {
@@ -325,19 +327,29 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   // Whatever the handler still holds is released here (and reported as a leak), before the
   // response goes out: a parked request holds no lock.
   locks->end_request();
-  // Only now, with no lock held, the request's records are flushed (with everyone else's
-  // waiting at this moment); the answer may not go out before they are durable.
-  if (store::Status flushed = durable.wait(); !flushed.ok()) {
-    util::log_error("request " + info.request_id + " " + request.method + " " + request.path +
-                    " failed: " + flushed.message());
-    if (!ctx.deferred_) {
+  if (ctx.deferred_) {
+    // Parked, or answered through Deferred::complete(): what it read is made durable before
+    // this thread moves on (a parked poll read nothing new, so this is almost always free).
+    if (store::Status flushed = durable.wait(); !flushed.ok()) {
+      util::log_error("request " + info.request_id + " " + request.method + " " + request.path +
+                      " failed: " + flushed.message());
+    }
+    return;
+  }
+  if (auto cookie = session.cookie()) response.cookies.push_back(std::move(*cookie));
+  if (durable.empty()) return send(std::move(response));
+  // Group commit: only now, with no lock held, are the request's records flushed, with those of
+  // every request waiting at this moment; the answer goes out once they are durable, from the
+  // store's flush thread, while this thread serves the next request.
+  durable.wait_async([this, info = std::move(info), out, response = std::move(response),
+                      what = request.method + " " + request.path](store::Status flushed) mutable {
+    if (!flushed.ok()) {
+      util::log_error("request " + info.request_id + " " + what + " failed: " + flushed.message());
       response = error_page(500, "Your change could not be saved safely. It has been logged.");
     }
-  }
-
-  if (ctx.deferred_) return;  // completed through Deferred::complete(), maybe already
-  if (auto cookie = session.cookie()) response.cookies.push_back(std::move(*cookie));
-  send(std::move(response));
+    pipeline::finish(response, info, settings_);
+    out->send(std::move(response));
+  });
 }
 
 Context::Context(App& app, lock::LockContext& lock_context, Session& request_session,

@@ -163,6 +163,7 @@ class DataDir final : public DataStore {
   uint64_t damaged_spans() const { return damage_.reported(); }
   // fsync calls that group commit made for logs (each covered every request waiting for it).
   uint64_t group_flushes() const { return sync_.flushes(); }
+  void drain() override { sync_.drain(); }
 
  private:
   DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs);

@@ -1,5 +1,9 @@
 #include <kagi/store/durable_scope.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include <kagi/store/detail/group_sync.hpp>
@@ -51,6 +55,48 @@ Status DurableScope::wait() {
     if (Status s = sync->sync(std::move(batch)); !s.ok() && first.ok()) first = s;
   }
   return first;
+}
+
+void DurableScope::wait_async(std::function<void(Status)> done) {
+  std::vector<Pending> pending;
+  pending.swap(needs_);
+  if (pending.empty()) return done(Status{});
+  // The needs per store; `done` runs when the last store has answered, with the first failure.
+  std::vector<std::pair<detail::GroupSync*, std::vector<detail::SyncNeed>>> groups;
+  for (Pending& p : pending) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == p.sync; });
+    if (it == groups.end()) {
+      groups.emplace_back(p.sync, std::vector<detail::SyncNeed>());
+      it = groups.end() - 1;
+    }
+    it->second.push_back(std::move(p.need));
+  }
+  struct Join {
+    std::atomic<size_t> left;
+    std::mutex mu;
+    Status first;
+    std::function<void(Status)> done;
+  };
+  auto join = std::make_shared<Join>();
+  join->left = groups.size();
+  join->done = std::move(done);
+  for (auto& [sync, needs] : groups) {
+    sync->submit(std::move(needs), [join](Status s) {
+      if (!s.ok()) {
+        std::lock_guard lock(join->mu);
+        if (join->first.ok()) join->first = s;
+      }
+      if (join->left.fetch_sub(1) == 1) {
+        Status first;
+        {
+          std::lock_guard lock(join->mu);
+          first = join->first;
+        }
+        join->done(first);
+      }
+    });
+  }
 }
 
 Status wait_durable() {

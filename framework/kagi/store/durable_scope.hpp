@@ -18,11 +18,15 @@
 //   locks->end_request();
 //   if (!durable.wait().ok()) response = 500;   // flushed: now it may be told
 //
+// (The App uses wait_async(): the worker thread goes back to serving while the answer waits,
+// so that more requests share each flush.)
+//
 // A handler that must act on its writes before returning (the chat wakes its waiters with the
 // message it stored) calls store::wait_durable() after unlocking. Without a scope (tools, tests,
 // background threads) an append or read flushes before it returns, as it always did.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include <kagi/store/status.hpp>
@@ -43,6 +47,10 @@ class DurableScope {
 
   // Makes everything added so far durable; the first failure, if any. Leaves the scope empty.
   Status wait();
+  // The same without blocking this thread: `done` runs once all of it is durable (with the
+  // first failure, if any), on the store's flush thread, or here at once when nothing needs a
+  // flush. Leaves the scope empty. The App answers requests this way.
+  void wait_async(std::function<void(Status)> done);
   bool empty() const;
 
   // The calling thread's innermost scope, or null.

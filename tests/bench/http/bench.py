@@ -512,7 +512,7 @@ def write_report(path, bench, results, command):
     ]
     floor = results["c_hello"]["rps"]
     for goal, got, want, needed in goals(results):
-        lines.append("| %s | %.2f× | ≥ %.1f× | %s | %s |" % (
+        lines.append("| %s | %.2f× | ≥ %.2g× | %s | %s |" % (
             goal, got, want, "yes" if got >= want else "**no**", floor_note(needed, floor)))
     lines += [
         "",

@@ -37,7 +37,7 @@ class PowerCutFs final : public FileSystem {
     std::lock_guard lock(mu_);
     auto it = synced_.find({st.st_dev, st.st_ino});
     if (it == synced_.end()) return std::nullopt;
-    return it->second;
+    return it->second.first;
   }
   uint64_t fsyncs() const {
     std::lock_guard lock(mu_);
@@ -64,7 +64,14 @@ class PowerCutFs final : public FileSystem {
     struct stat st {};
     if (real_fs().fstat(fd, &st) < 0) return -EBADF;
     std::string bytes(static_cast<size_t>(st.st_size), '\0');
-    // The copy is what the call covers: the writes made before it started.
+    // The copy is what the call covers: the writes made before it started. Copies are
+    // numbered, so that of two fsyncs running at once, the one that started later wins
+    // whichever completes last.
+    uint64_t taken = 0;
+    {
+      std::lock_guard lock(mu_);
+      taken = ++copies_;
+    }
     const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
     if (down()) return -EIO;
     if (got >= 0) bytes.resize(static_cast<size_t>(got));
@@ -72,7 +79,13 @@ class PowerCutFs final : public FileSystem {
     if (r < 0) return r;
     std::lock_guard lock(mu_);
     if (dead_) return -EIO;  // the power went while it ran: it never completed
-    if (S_ISREG(st.st_mode)) synced_[{st.st_dev, st.st_ino}] = std::move(bytes);
+    if (S_ISREG(st.st_mode)) {
+      auto& [copy, number] = synced_[{st.st_dev, st.st_ino}];
+      if (taken > number) {
+        copy = std::move(bytes);
+        number = taken;
+      }
+    }
     ++fsyncs_;
     return 0;
   }
@@ -116,7 +129,9 @@ class PowerCutFs final : public FileSystem {
   uint64_t cut_at_ = 0;
   bool dead_ = false;
   uint64_t fsyncs_ = 0;
-  std::map<std::pair<dev_t, ino_t>, std::string> synced_;
+  uint64_t copies_ = 0;
+  // Per file: the bytes the latest-started completed fsync kept, and that copy's number.
+  std::map<std::pair<dev_t, ino_t>, std::pair<std::string, uint64_t>> synced_;
 };
 
 }  // namespace kagi::store::testing

@@ -95,4 +95,103 @@ Status GroupSync::sync_one(SyncNeed need) {
   return {};
 }
 
+GroupSync::~GroupSync() {
+  std::thread flusher;
+  {
+    util::MutexLock lock(mu_);
+    stop_ = true;
+    flusher.swap(flusher_);
+  }
+  work_.notify_all();
+  if (flusher.joinable()) flusher.join();
+}
+
+void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> done) {
+  Status result;
+  {
+    util::MutexLock lock(mu_);
+    std::vector<SyncNeed> open;
+    for (SyncNeed& need : needs) {
+      auto it = durable_.find(need.id);
+      if (it == durable_.end() || it->second < need.end) open.push_back(std::move(need));
+    }
+    if (!open.empty() && !stop_) {
+      submitted_.push_back(Submitted{std::move(open), std::move(done)});
+      if (!flusher_.joinable()) flusher_ = std::thread([this] { flush_loop(); });
+      work_.notify_one();
+      return;
+    }
+    // Nothing to flush; or the GroupSync is stopping, and this call flushes as sync() would.
+    for (SyncNeed& need : open) {
+      if (Status s = sync_one(std::move(need)); !s.ok() && result.ok()) result = s;
+    }
+  }
+  done(result);
+}
+
+void GroupSync::drain() {
+  util::MutexLock lock(mu_);
+  while (!submitted_.empty() || flushing_round_) idle_.wait(mu_);
+}
+
+void GroupSync::flush_loop() {
+  for (;;) {
+    std::vector<Submitted> round;
+    {
+      util::MutexLock lock(mu_);
+      while (submitted_.empty() && !stop_) work_.wait(mu_);
+      if (submitted_.empty()) return;  // stopping, and nothing is left
+      round.swap(submitted_);
+      flushing_round_ = true;
+    }
+    flush_round(round);
+    {
+      util::MutexLock lock(mu_);
+      flushing_round_ = false;
+    }
+    idle_.notify_all();
+  }
+}
+
+void GroupSync::flush_round(std::vector<Submitted>& round) {
+  struct File {
+    int fd = -1;  // owned by one of the needs
+    uint64_t end = 0;
+    const std::string* path = nullptr;
+    int error = 0;
+  };
+  std::unordered_map<FileId, File, FileIdHash> files;
+  for (const Submitted& s : round) {
+    for (const SyncNeed& need : s.needs) {
+      File& f = files[need.id];
+      if (f.fd < 0) {
+        f.fd = need.fd.get();
+        f.path = &need.path;
+      }
+      f.end = std::max(f.end, need.end);
+    }
+  }
+  for (auto& [id, f] : files) {
+    const int r = fs_.fsync(f.fd);
+    f.error = r < 0 ? -r : 0;
+  }
+  {
+    util::MutexLock lock(mu_);
+    flushes_ += files.size();
+    for (const auto& [id, f] : files) {
+      if (f.error == 0) mark_locked(id, f.end);
+    }
+  }
+  for (Submitted& s : round) {
+    Status first;
+    for (const SyncNeed& need : s.needs) {
+      const File& f = files.at(need.id);
+      if (f.error != 0 && first.ok()) {
+        first = Status::failed(sys_error(-f.error), "flush", *f.path, "fsync");
+      }
+    }
+    s.done(first);
+  }
+}
+
 }  // namespace kagi::store::detail

@@ -16,8 +16,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +53,7 @@ struct SyncNeed {
 class GroupSync {
  public:
   explicit GroupSync(FileSystem& fs) : fs_(fs) {}
+  ~GroupSync();  // drains what was submitted, then stops the flush thread
   GroupSync(const GroupSync&) = delete;
   GroupSync& operator=(const GroupSync&) = delete;
 
@@ -63,7 +66,16 @@ class GroupSync {
   // the first failure ("flush <path>: fsync: ..."). Needs already durable cost nothing.
   Status sync(std::vector<SyncNeed> needs) KAGI_EXCLUDES(mu_);
 
-  // fsync calls made by sync() so far (what the group saved shows against the requests).
+  // The same without blocking: `done` runs once every need is durable, or with the first
+  // failure: at once on this thread when nothing needs flushing, else on the GroupSync's flush
+  // thread (started on first use), which flushes everything submitted meanwhile in one go. A
+  // request's worker thread is then free while its answer waits, so more requests join a flush.
+  void submit(std::vector<SyncNeed> needs, std::function<void(Status)> done) KAGI_EXCLUDES(mu_);
+  // Waits until everything submitted so far has been flushed and its `done` has run.
+  void drain() KAGI_EXCLUDES(mu_);
+
+  // fsync calls made by sync() and the flush thread so far (what the group saved shows against the
+  // requests).
   uint64_t flushes() const KAGI_EXCLUDES(mu_);
 
  private:
@@ -81,7 +93,15 @@ class GroupSync {
     bool flushing = false;
   };
 
+  struct Submitted {
+    std::vector<SyncNeed> needs;
+    std::function<void(Status)> done;
+  };
+
   Status sync_one(SyncNeed need) KAGI_REQUIRES(mu_);
+  void flush_loop() KAGI_EXCLUDES(mu_);
+  // One round of the flush thread: one fsync per file of `round`, then every `done`.
+  void flush_round(std::vector<Submitted>& round) KAGI_EXCLUDES(mu_);
   void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
 
   FileSystem& fs_;
@@ -89,6 +109,13 @@ class GroupSync {
   util::CondVar flushed_;
   std::unordered_map<FileId, FileQueue, FileIdHash> queues_ KAGI_GUARDED_BY(mu_);
   uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
+  // The flush thread's queue.
+  util::CondVar work_;
+  util::CondVar idle_;
+  std::vector<Submitted> submitted_ KAGI_GUARDED_BY(mu_);
+  bool flushing_round_ KAGI_GUARDED_BY(mu_) = false;
+  bool stop_ KAGI_GUARDED_BY(mu_) = false;
+  std::thread flusher_ KAGI_GUARDED_BY(mu_);
   std::unordered_map<FileId, uint64_t, FileIdHash> durable_ KAGI_GUARDED_BY(mu_);
 };
 
