@@ -304,13 +304,15 @@ Response say(Chat& c, Request& req, Context& ctx) {
     }
   }  // 6. UNLOCKED here: the writer held the room only for one read and one append.
 
-  // 7. DURABLE before anyone is told: with data.fsync = "always" our message is flushed now,
-  //    with no lock held and in one fsync with every other request's (group commit).
-  store::wait_durable().check();
-
   // Wake this process's waiters ourselves, with no lock held: we know every message up to
   // `id`. Other processes are woken by their watchers (the append changed the room's log).
-  if (!recent.empty()) c.lot.deliver(room, recent, id);
+  // 7. DURABLE before anyone is told: with data.fsync = "always" the waiters are woken once our
+  //    message is flushed (in one fsync with the other requests', after the unlock), and so is
+  //    our own answer; this thread does not wait for it.
+  if (!recent.empty()) {
+    store::after_durable(
+        [&lot = c.lot, room, recent = std::move(recent), id] { lot.deliver(room, recent, id); });
+  }
   note_presence(c, ctx, room, in.name, now);
 
   if (wants_html(req)) {

@@ -35,9 +35,16 @@ void DurableScope::add(detail::GroupSync& sync, detail::SyncNeed need) {
   needs_.push_back(Pending{&sync, std::move(need)});
 }
 
+void DurableScope::then(std::function<void()> action) {
+  if (needs_.empty()) return action();
+  then_.push_back(std::move(action));
+}
+
 Status DurableScope::wait() {
   std::vector<Pending> pending;
   pending.swap(needs_);
+  std::vector<std::function<void()>> then;
+  then.swap(then_);
   Status first;
   // Almost always one store; needs of one store go to its group in one call.
   while (!pending.empty()) {
@@ -54,6 +61,9 @@ Status DurableScope::wait() {
     pending.swap(rest);
     if (Status s = sync->sync(std::move(batch)); !s.ok() && first.ok()) first = s;
   }
+  if (first.ok()) {
+    for (auto& action : then) action();
+  }
   return first;
 }
 
@@ -61,6 +71,15 @@ void DurableScope::wait_async(std::function<void(Status)> done) {
   std::vector<Pending> pending;
   pending.swap(needs_);
   if (pending.empty()) return done(Status{});
+  if (!then_.empty()) {
+    done = [then = std::move(then_), done = std::move(done)](Status s) {
+      if (s.ok()) {
+        for (const auto& action : then) action();
+      }
+      done(s);
+    };
+    then_.clear();
+  }
   // The needs per store; `done` runs when the last store has answered, with the first failure.
   std::vector<std::pair<detail::GroupSync*, std::vector<detail::SyncNeed>>> groups;
   for (Pending& p : pending) {
@@ -102,6 +121,12 @@ void DurableScope::wait_async(std::function<void(Status)> done) {
 Status wait_durable() {
   DurableScope* scope = DurableScope::current();
   return scope ? scope->wait() : Status{};
+}
+
+void after_durable(std::function<void()> then) {
+  DurableScope* scope = DurableScope::current();
+  if (scope == nullptr) return then();
+  scope->then(std::move(then));
 }
 
 }  // namespace kagi::store

@@ -58,14 +58,23 @@ class DurableScope {
 
   // For DataDir: `need` must be durable before this scope's request is answered.
   void add(detail::GroupSync& sync, detail::SyncNeed need);
+  // See after_durable().
+  void then(std::function<void()> action);
 
  private:
   struct Pending;
   std::vector<Pending> needs_;
+  std::vector<std::function<void()>> then_;  // run once needs_ are durable
   DurableScope* outer_;
 };
 
 // Makes the current scope's writes and reads durable now (no scope: nothing to do).
 Status wait_durable();
+
+// Runs `then` once what the current scope holds is durable: at once when it holds nothing (or
+// there is no scope), else after its flush, on the thread that completes it; never if the
+// flush fails. For what a handler does with its own write after answering (the chat wakes its
+// waiters with the message it stored) without holding its worker thread for the flush.
+void after_durable(std::function<void()> then);
 
 }  // namespace kagi::store

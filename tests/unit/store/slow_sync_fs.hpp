@@ -4,11 +4,14 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <kagi/store/fs.hpp>
@@ -17,9 +20,12 @@ namespace kagi::store::testing {
 
 class SlowSyncFs final : public FileSystem {
  public:
-  void hold() {
+  // From now on fsyncs wait for release(): all of them, or only those of files whose path
+  // ends with `suffix` (".log": the logs, not the whole-file commits beside them).
+  void hold(std::string suffix = "") {
     std::lock_guard lock(mu_);
     held_ = true;
+    suffix_ = std::move(suffix);
   }
   void release() {
     {
@@ -36,7 +42,8 @@ class SlowSyncFs final : public FileSystem {
   int fsyncs() const { return fsyncs_.load(); }
 
   int fsync(int fd) override {
-    {
+    const bool matches = suffix_matches(fd);
+    if (matches) {
       std::unique_lock lock(mu_);
       ++waiting_;
       cv_.notify_all();
@@ -71,7 +78,21 @@ class SlowSyncFs final : public FileSystem {
   int close(int fd) override { return real_fs().close(fd); }
 
  private:
+  bool suffix_matches(int fd) {
+    std::string suffix;
+    {
+      std::lock_guard lock(mu_);
+      suffix = suffix_;
+    }
+    if (suffix.empty()) return true;
+    char target[4096];
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+    return n >= 0 && std::string_view(target, static_cast<size_t>(n)).ends_with(suffix);
+  }
+
   std::mutex mu_;
+  std::string suffix_;
   std::condition_variable cv_;
   bool held_ = false;
   int waiting_ = 0;
