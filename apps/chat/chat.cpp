@@ -37,6 +37,7 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_store.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include <kagi/util/json.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/utf8.hpp>
@@ -305,7 +306,13 @@ Response say(Chat& c, Request& req, Context& ctx) {
 
   // Wake this process's waiters ourselves, with no lock held: we know every message up to
   // `id`. Other processes are woken by their watchers (the append changed the room's log).
-  if (!recent.empty()) c.lot.deliver(room, recent, id);
+  // 7. DURABLE before anyone is told: with data.fsync = "always" the waiters are woken once our
+  //    message is flushed (in one fsync with the other requests', after the unlock), and so is
+  //    our own answer; this thread does not wait for it.
+  if (!recent.empty()) {
+    store::after_durable(
+        [&lot = c.lot, room, recent = std::move(recent), id] { lot.deliver(room, recent, id); });
+  }
   note_presence(c, ctx, room, in.name, now);
 
   if (wants_html(req)) {

@@ -24,7 +24,7 @@ KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang
 # the kernel has the NFS server and client; elsewhere it skips, saying why.)
 # What scripts/bench needs on top.
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev
-  postgresql redis-server)
+  postgresql redis-server nodejs linux-perf)
 
 log() { printf '\n== %s\n' "$*"; }
 

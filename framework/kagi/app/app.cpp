@@ -16,6 +16,7 @@
 #include <kagi/offline/state_store.hpp>
 #include <kagi/pg/options.hpp>
 #include <kagi/store/data_dir.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include <kagi/store/lock_domain_claim.hpp>
 #include <kagi/store/pg_data_store.hpp>
 #include <kagi/util/log.hpp>
@@ -56,13 +57,14 @@ std::unique_ptr<lock::LockService> make_lock_service(const Config& conf) {
 
 // Opens data.dir and claims it for this process's lock domain: a folder written under
 // another domain is refused at start (store/lock_domain_claim.hpp).
-std::unique_ptr<store::DataDir> open_data_dir(const Config& conf, const lock::LockOptions& locks) {
+std::unique_ptr<store::DataDir> open_data_dir(const Config& conf, const lock::LockOptions& locks,
+                                              store::FileSystem& fs) {
   store::DataOptions options;
   options.dir = conf.get_string("data.dir");
   options.fsync = conf.get_string("data.fsync") == "always";
   options.group_readable = conf.get_bool("data.group_readable");
   std::error_code ec;
-  auto dir = store::DataDir::open(options, ec);
+  auto dir = store::DataDir::open(options, fs, ec);
   if (!dir) {
     throw ConfigError("cannot open data.dir '" + options.dir + "': " + ec.message());
   }
@@ -105,8 +107,9 @@ std::unique_ptr<store::DataStore> open_pg_data(const Config& conf, const lock::L
 }
 
 std::unique_ptr<store::DataStore> open_data_store(const Config& conf,
-                                                  const lock::LockOptions& locks) {
-  if (conf.get_string("data.backend") != "postgres") return open_data_dir(conf, locks);
+                                                  const lock::LockOptions& locks,
+                                                  store::FileSystem& fs) {
+  if (conf.get_string("data.backend") != "postgres") return open_data_dir(conf, locks, fs);
   // data.dir still holds this host's secret.key (security.secret_file's default): made here
   // with the data's folder mode, as with the files backend.
   std::error_code ec;
@@ -172,13 +175,15 @@ util::LogLevel log_level(const std::string& name) {
 
 }  // namespace
 
-App::App(Config conf)
+App::App(Config conf) : App(std::move(conf), store::real_fs()) {}
+
+App::App(Config conf, store::FileSystem& data_fs)
     : conf_(std::move(conf)),
       limits_(Limits::from(conf_)),
       settings_(pipeline::Settings::from(conf_)),
       retry_after_s_(static_cast<int>(conf_.get_int("locks.retry_after_s"))),
       locks_(make_lock_service(conf_)),
-      data_(open_data_store(conf_, locks_->options())),
+      data_(open_data_store(conf_, locks_->options(), data_fs)),
       state_(open_state(conf_)),
       sessions_(std::make_unique<offline::SessionStore>(state_, session_options(conf_))),
       offline_locks_(std::make_unique<offline::LockManager>(state_, offline_lock_options(conf_))),
@@ -190,7 +195,7 @@ App::App(Config conf)
   util::set_log_level(log_level(conf_.get_string("log.level")));
 }
 
-App::~App() = default;
+App::~App() { data_->drain(); }
 
 http::Response App::error_page(int status, std::string_view message) const {
   view::Dict page;
@@ -230,6 +235,8 @@ void App::shutdown() {
     hooks.swap(shutdown_hooks_);  // once: later calls find nothing to run
   }
   for (auto& hook : hooks) hook();
+  // Answers waiting for a group flush go out before the front ends stop.
+  data_->drain();
 }
 
 void App::handle(http::Request request, std::shared_ptr<Responder> out) {
@@ -283,6 +290,8 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   ctx.info_ = &info;
   ctx.out_ = &out;
   http::Response response;
+  // Appends and reads defer their flushes to here (group commit): see store/durable_scope.hpp.
+  store::DurableScope durable;
   try {
     response = (*match.handler)(request, ctx);
   } catch (const lock::LockUnavailable& unavailable) {
@@ -318,10 +327,29 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   // Whatever the handler still holds is released here (and reported as a leak), before the
   // response goes out: a parked request holds no lock.
   locks->end_request();
-
-  if (ctx.deferred_) return;  // completed through Deferred::complete(), maybe already
+  if (ctx.deferred_) {
+    // Parked, or answered through Deferred::complete(): what it read is made durable before
+    // this thread moves on (a parked poll read nothing new, so this is almost always free).
+    if (store::Status flushed = durable.wait(); !flushed.ok()) {
+      util::log_error("request " + info.request_id + " " + request.method + " " + request.path +
+                      " failed: " + flushed.message());
+    }
+    return;
+  }
   if (auto cookie = session.cookie()) response.cookies.push_back(std::move(*cookie));
-  send(std::move(response));
+  if (durable.empty()) return send(std::move(response));
+  // Group commit: only now, with no lock held, are the request's records flushed, with those of
+  // every request waiting at this moment; the answer goes out once they are durable, from the
+  // store's flush thread, while this thread serves the next request.
+  durable.wait_async([this, info = std::move(info), out, response = std::move(response),
+                      what = request.method + " " + request.path](store::Status flushed) mutable {
+    if (!flushed.ok()) {
+      util::log_error("request " + info.request_id + " " + what + " failed: " + flushed.message());
+      response = error_page(500, "Your change could not be saved safely. It has been logged.");
+    }
+    pipeline::finish(response, info, settings_);
+    out->send(std::move(response));
+  });
 }
 
 Context::Context(App& app, lock::LockContext& lock_context, Session& request_session,

@@ -35,7 +35,8 @@ class LockService;
 }
 namespace store {
 class DataStore;
-}
+class FileSystem;
+}  // namespace store
 namespace offline {
 class LockManager;
 class SessionStore;
@@ -48,6 +49,9 @@ class Views;
 class App {
  public:
   explicit App(Config conf);
+  // For tests: data.dir's files go through `data_fs` (a fault-injecting or slow FileSystem,
+  // store/fault_fs.hpp), which must outlive the App. With data.backend = "files" only.
+  App(Config conf, store::FileSystem& data_fs);
   ~App();
   App(const App&) = delete;
   App& operator=(const App&) = delete;

@@ -14,10 +14,16 @@ namespace {
 // The answer may come from another thread, later (a parked request): a promise carries it.
 class FutureResponder : public Responder {
  public:
-  void send(http::Response response) override { promise_.set_value(std::move(response)); }
+  explicit FutureResponder(std::function<void(const http::Response&)> hook)
+      : hook_(std::move(hook)) {}
+  void send(http::Response response) override {
+    if (hook_) hook_(response);
+    promise_.set_value(std::move(response));
+  }
   std::future<http::Response> future() { return promise_.get_future(); }
 
  private:
+  std::function<void(const http::Response&)> hook_;
   std::promise<http::Response> promise_;
 };
 
@@ -55,7 +61,7 @@ http::Response TestClient::send(http::Request request, std::chrono::milliseconds
     header += (header.empty() ? "" : "; ") + name + "=" + value;
   }
   if (!header.empty()) request.headers.add("Cookie", header);
-  auto out = std::make_shared<FutureResponder>();
+  auto out = std::make_shared<FutureResponder>(on_answer_);
   std::future<http::Response> answer = out->future();
   app_.handle(std::move(request), out);
   if (answer.wait_for(bound) != std::future_status::ready) {

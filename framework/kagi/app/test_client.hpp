@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,12 +47,16 @@ class TestClient {
   std::string cookie(std::string_view name) const;
   // Forgets every cookie (a fresh browser).
   void clear_cookies();
+  // Called the moment the App hands an answer to the front end (which may be before the
+  // request's handle() returns): for tests of what happens first.
+  void on_answer(std::function<void(const http::Response&)> hook) { on_answer_ = std::move(hook); }
 
  private:
   App& app_;
   std::string address_;
   std::string token_;
   std::vector<std::pair<std::string, std::string>> cookies_;  // name, value
+  std::function<void(const http::Response&)> on_answer_;
 };
 
 }  // namespace kagi

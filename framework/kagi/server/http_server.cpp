@@ -166,6 +166,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Session& operator=(const Session&) = delete;
 
   void start() {
+    // Each answer is one write; without this, the second answer to a pipelining client waits
+    // (Nagle) for the ACK of the first, which the client delays: tens of ms per answer.
+    beast::error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);
     core_->add_session(shared_from_this());
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->read_header(); });
   }

@@ -13,6 +13,7 @@
 #include <kagi/store/detail/log_read.hpp>
 #include <kagi/store/detail/make_dirs.hpp>
 #include <kagi/store/detail/temp_cleanup.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include <kagi/store/path.hpp>
 
 namespace kagi::store {
@@ -57,7 +58,8 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       dir_mode_(options.group_readable ? 0750 : 0700),
       fs_(fs),
       walk_(fs, std::move(root), dir_mode_, fsync_),
-      damage_(dir_) {}
+      damage_(dir_),
+      sync_(fs) {}
 
 DataDir::~DataDir() = default;
 
@@ -143,7 +145,7 @@ Status DataDir::remove(const lock::ExclusiveGuard& guard, std::string_view path)
 Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
                        std::string_view record) {
   if (Status s = check_access("append", path, guard); !s.ok()) return s;
-  const detail::AppendContext ctx{fs_, walk_, log_ends_, damage_, file_mode_, fsync_};
+  const detail::AppendContext ctx{fs_, walk_, log_ends_, damage_, file_mode_, fsync_, sync_};
   return detail::append_record(ctx, guard, path, record);
 }
 
@@ -172,7 +174,11 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
     if (r == -ENOENT) return std::vector<std::string>();
     return open_failed(r, "read_log", path, step);
   }
-  return detail::read_records(fs_, fd.get(), path, last_n, damage_);
+  detail::ReadExtent seen;
+  auto records = detail::read_records(fs_, fd.get(), path, last_n, damage_, &seen);
+  if (!records.ok()) return records;
+  if (Status s = require_durable(path, std::move(fd), seen); !s.ok()) return s;
+  return records;
 }
 
 Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_view path,
@@ -188,7 +194,28 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
     tail.restarted = true;
     return tail;
   }
-  return detail::read_records_since(fs_, fd.get(), path, cursor, damage_);
+  detail::ReadExtent seen;
+  const LogCursor before = cursor;
+  auto tail = detail::read_records_since(fs_, fd.get(), path, cursor, damage_, &seen);
+  if (!tail.ok()) return tail;
+  if (Status s = require_durable(path, std::move(fd), seen); !s.ok()) {
+    cursor = before;
+    return s;
+  }
+  return tail;
+}
+
+Status DataDir::require_durable(std::string_view path, util::UniqueFd fd,
+                                const detail::ReadExtent& seen) const {
+  if (!fsync_ || sync_.durable(seen.id, seen.size)) return {};
+  detail::SyncNeed need{seen.id, seen.size, std::move(fd), std::string(path)};
+  if (DurableScope* scope = DurableScope::current()) {
+    scope->add(sync_, std::move(need));
+    return {};
+  }
+  std::vector<detail::SyncNeed> needs;
+  needs.push_back(std::move(need));
+  return sync_.sync(std::move(needs));
 }
 
 std::unique_ptr<ChangeFeed> DataDir::watch(std::string_view folder, std::error_code& ec) const {

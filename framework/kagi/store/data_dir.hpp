@@ -25,6 +25,13 @@
 // false ("never") the same order is kept but nothing is flushed: a process crash is still safe, a
 // power loss may lose the last commits.
 //
+// Group commit. With fsync on, an append made inside a request (a store::DurableScope, which the
+// App opens around every handler) writes its record and leaves the flush to the scope: the
+// request releases its lock first and then waits, sharing one fsync per log with every request
+// waiting at that moment. The answer still goes out only once the record is durable, and a read
+// that returns records this process does not yet know durable makes its request wait for them
+// too, so no answer ever shows what a power cut could take back (store/durable_scope.hpp).
+//
 // Fencing. Right before a commit becomes visible (before the rename; before an append's
 // write) the guard is asked whether it still holds its lock (lock::Guard::verify); if not,
 // nothing is applied and the lock layer's error is returned.
@@ -61,8 +68,10 @@
 #include <kagi/lock/guard.hpp>
 #include <kagi/store/data_store.hpp>
 #include <kagi/store/detail/damage_report.hpp>
+#include <kagi/store/detail/group_sync.hpp>
 #include <kagi/store/detail/lock_binding.hpp>
 #include <kagi/store/detail/log_format.hpp>
+#include <kagi/store/detail/log_read.hpp>
 #include <kagi/store/detail/log_recovery.hpp>
 #include <kagi/store/detail/safe_path_walk.hpp>
 #include <kagi/store/fs.hpp>
@@ -152,6 +161,9 @@ class DataDir final : public DataStore {
   // Damaged spans found in the middle of logs by this DataDir (each counted and logged once;
   // also in store::damage_log()).
   uint64_t damaged_spans() const { return damage_.reported(); }
+  // fsync calls that group commit made for logs (each covered every request waiting for it).
+  uint64_t group_flushes() const { return sync_.flushes(); }
+  void drain() override { sync_.drain(); }
 
  private:
   DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs);
@@ -159,6 +171,10 @@ class DataDir final : public DataStore {
   // What every call checks first: refuses an unsafe path and a guard that no longer holds its
   // lock; remembers (or compares) the lock protecting `path`.
   Status check_access(std::string_view op, std::string_view path, const lock::Guard& guard) const;
+  // With fsync on: what a read returned must be durable before anyone sees it (now, or when
+  // the request's DurableScope waits).
+  Status require_durable(std::string_view path, util::UniqueFd fd,
+                         const detail::ReadExtent& seen) const;
 
   const std::string dir_;
   const bool fsync_;
@@ -172,6 +188,7 @@ class DataDir final : public DataStore {
   mutable detail::LockBindings bindings_;
   mutable detail::DamageReporter damage_;
   mutable detail::LogEnds log_ends_;
+  mutable detail::GroupSync sync_;
 };
 
 }  // namespace kagi::store

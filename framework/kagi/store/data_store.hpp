@@ -108,6 +108,8 @@ class DataStore {
   virtual bool fsync_enabled() const = 0;
   // How many times a path was touched under a different lock than before (each is logged).
   virtual uint64_t lock_mismatches() const = 0;
+  // Waits until every answer held for a group flush (store/durable_scope.hpp) has been sent.
+  virtual void drain() {}
 };
 
 }  // namespace kagi::store

@@ -35,6 +35,10 @@ class FileSystem {
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
   // Return 0, or -errno.
   virtual int fsync(int fd) = 0;
+  // A hint, not a flush: starts writing the file's dirty pages out now (sync_file_range
+  // SYNC_FILE_RANGE_WRITE), so that fsyncs of several files that follow overlap their writes.
+  // Errors are ignored (the fsync that follows reports them). Default: nothing.
+  virtual void start_writeback(int fd) { (void)fd; }
   virtual int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) = 0;
   virtual int unlink_at(int dir_fd, const char* name) = 0;
   virtual int mkdir_at(int dir_fd, const char* name, mode_t mode) = 0;

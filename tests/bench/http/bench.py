@@ -61,11 +61,27 @@ class Bench:
         self.pg_server = None  # "15.x (fsync=on, ...)", once pg_scenarios asked the server
         self.pg_floor = {}  # {"post1": tps, "post8": tps}: pg_floor's raw libpq numbers
 
+    def start_profile(self, name):
+        """--perf 'A|B': a system-wide `perf record -g` over the rounds of every scenario whose
+        name contains A or B, into --perf-dir (perf report -i FILE reads it)."""
+        if not self.args.perf or not any(w in name for w in self.args.perf.split("|")):
+            return None
+        os.makedirs(self.args.perf_dir, exist_ok=True)
+        out = os.path.join(self.args.perf_dir, re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") +
+                           ".perf.data")
+        seconds = self.args.seconds * self.args.rounds
+        return subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-o", out,
+                                 "--", "sleep", str(seconds)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def scenario(self, name, url, script=None, script_env=None, stored=None):
         """Runs one scenario; `stored` returns the number of stored writes (for lost)."""
         before = stored() if stored else 0
         warm = wrk(url, self.args.warmup, script, script_env)
+        profiler = self.start_profile(name)
         rounds = [wrk(url, self.args.seconds, script, script_env) for _ in range(self.args.rounds)]
+        if profiler:
+            profiler.wait()
         row = {"name": name,
                "rps": statistics.median(r["rps"] for r in rounds),
                "p50": statistics.median(r["p50"] for r in rounds),
@@ -408,6 +424,34 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag=""):
     return rows
 
 
+def embedded_scenarios(bench, env, base_port):
+    """kagi-demo's own HTTP front end (Boost.Beast), no nginx in front: one process with as many
+    threads as cores, the same app rows as behind nginx, and hellos kept-alive and pipelined next
+    to nginx `return 200` and a Node.js `http` hello (one process per core, `cluster`)."""
+    cores = os.cpu_count() or 1
+    port, node_port = harness.free_port(), harness.free_port()
+    proc = env.start([env.demo, "--http", "127.0.0.1:%d" % port] +
+                     env.demo_settings(cores, kagi_settings(env, "never", "http")), "kagi-http.out")
+    harness.wait_for_port(port, proc, "kagi-demo --http")
+    node = env.start(["node", os.path.join(PEERS, "node_hello.js"), str(node_port)], "node.out")
+    harness.wait_for_port(node_port, node, "node")
+    pipe = os.path.join(HERE, "pipeline.lua")
+    base = "http://127.0.0.1:%d/" % base_port
+    node_url = "http://127.0.0.1:%d/" % node_port
+    hello = "http://127.0.0.1:%d/_test/hello" % port
+    r = {}
+    r["node"] = bench.scenario("Node.js http hello (cluster, %d processes)" % cores, node_url)
+    r["hello"] = bench.scenario("kagi hello (embedded HTTP, no nginx)", hello)
+    r["base_pipe"] = bench.scenario("nginx return 200, pipelined x16", base, pipe)
+    r["node_pipe"] = bench.scenario("Node.js http hello, pipelined x16", node_url, pipe)
+    r["hello_pipe"] = bench.scenario("kagi hello (embedded HTTP), pipelined x16", hello, pipe)
+    token = harness.request(port, "GET", "/").cookies()["kagi_csrf"]
+    r["app"] = app_scenarios(bench, "kagi", port, token, " (embedded HTTP, data.fsync=never)",
+                             read_tag=", embedded HTTP")
+    r["rss"] = peak_rss_kib([proc.pid])
+    return r
+
+
 def run_all(bench, env):
     """Everything behind one nginx: the baselines, the peers, kagi with data.fsync=never (the
     peers' durability: no fsync) and kagi with its default, always; then kagi on two hosts
@@ -443,6 +487,7 @@ def run_all(bench, env):
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
                                 " (data.fsync=always, the default)", reads=False)
     r["pg"] = pg_scenarios(bench, env, pg_ports, ("never", "always"), durable=True, reads=True)
+    r["http"] = embedded_scenarios(bench, env, ports["base"])
     return r
 
 
@@ -464,6 +509,28 @@ def goals(r):
                 k["post8"]["rps"] / k["post1"]["rps"], 1.5, None))
     out.append(("kagi BBS posts: 8 boards vs 1 board (data.fsync=always, the default)",
                 always["post8"]["rps"] / always["post1"]["rps"], 1.5, None))
+    # Group commit: the default durability against no fsync at all, same run.
+    for key, what, want in (("post1", "BBS post, 1 board", 0.5), ("post8", "BBS post, 8 boards", 0.7),
+                            ("say", "chat say, 1 room", 0.5)):
+        out.append(("kagi %s: data.fsync=always vs never (group commit)" % what,
+                    always[key]["rps"] / k[key]["rps"], want, None))
+    # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
+    for key, what, want in (("page", "BBS page read", 0.9), ("post1", "BBS post, 1 board", 0.9),
+                            ("say", "chat say", 0.9), ("poll", "chat poll (200 messages)", 0.75)):
+        out.append(("kagi %s (data.fsync=never) vs libfcgi C hello" % what,
+                    k[key]["rps"] / r["c_hello"]["rps"], want, None))
+    # The embedded HTTP front end, against nginx `return 200` and Node.js, same run.
+    h = r["http"]
+    out.append(("kagi hello (embedded HTTP) vs nginx return 200", h["hello"]["rps"] /
+                r["baseline"]["rps"], 0.8, None))
+    out.append(("kagi hello (embedded HTTP) vs Node.js http hello", h["hello"]["rps"] /
+                h["node"]["rps"], 2.0, None))
+    out.append(("kagi hello (embedded HTTP), pipelined vs nginx return 200 pipelined",
+                h["hello_pipe"]["rps"] / h["base_pipe"]["rps"], 0.8, None))
+    out.append(("kagi hello (embedded HTTP), pipelined vs Node.js pipelined",
+                h["hello_pipe"]["rps"] / h["node_pipe"]["rps"], 2.0, None))
+    out.append(("kagi BBS page read (embedded HTTP) vs nginx return 200",
+                h["app"]["page"]["rps"] / r["baseline"]["rps"], 0.5, None))
     for fsync in ("never", "always"):
         for key, what in (("post1", "BBS post, 1 board"), ("post8", "BBS post, 8 boards")):
             out.append(("kagi %s (%s) vs PHP-FPM" % (what, PG_TAG % SYNC[fsync]),
@@ -502,7 +569,7 @@ def write_report(path, bench, results, command):
     ]
     floor = results["c_hello"]["rps"]
     for goal, got, want, needed in goals(results):
-        lines.append("| %s | %.2f× | ≥ %.1f× | %s | %s |" % (
+        lines.append("| %s | %.2f× | ≥ %.2g× | %s | %s |" % (
             goal, got, want, "yes" if got >= want else "**no**", floor_note(needed, floor)))
     lines += [
         "",
@@ -534,6 +601,10 @@ def write_report(path, bench, results, command):
         lines.append("Peak RSS per kagi worker process after the BBS and chat load "
                      "(data.fsync=never): %s." % ", ".join(
                          "%.1f MiB" % (k / 1024.0) for k in results["rss"]))
+        lines.append("")
+    if results.get("http", {}).get("rss"):
+        lines.append("Peak RSS of the embedded HTTP front end's one process after its rows: %s." %
+                     ", ".join("%.1f MiB" % (k / 1024.0) for k in results["http"]["rss"]))
         lines.append("")
     lines += ["The peers are in `tests/bench/peers/`: `hello_fcgi.c` (libfcgi, a thread per "
               "kept connection), and PHP (`php/`): a BBS that takes an exclusive `flock` before "
@@ -631,6 +702,10 @@ def main():
                     help="PHP-FPM static pool size (default: the cores, as the benchmark "
                          "issue sets it up; twice that measured within 3%%)")
     ap.add_argument("--out", default=None, help="report path (default docs/BENCHMARKS.md)")
+    ap.add_argument("--perf", default=None,
+                    help="profile (perf record -a -g) the rounds of scenarios whose name contains "
+                         "one of these |-separated texts")
+    ap.add_argument("--perf-dir", default="perf-profiles", help="where --perf writes")
     ap.add_argument("--smoke", action="store_true",
                     help="kagi's write scenarios only, one short round, no report: the test "
                          "suite's lost-write check")

@@ -7,6 +7,7 @@ notices a client that leaves while its request is parked.
   behind the bad request are never served as a request of their own.
 - A chunk extension or a trailer that never ends → 400 after a bounded number of bytes
   (they used to grow the read buffer without limit).
+- A pipelining client gets its answers without waiting for delayed ACKs (TCP_NODELAY).
 - A parked long-poll whose client closes is freed and its socket closed within the chat's
   sweep period (it used to stay until its deadline); a request pipelined behind a parked one
   is served after it, in order.
@@ -253,7 +254,33 @@ def test(env, fail):
     s.close()
     fail.check(statuses(data) == [200, 200] and b"arg n=2" in data,
                "next request sent while parked: both answered (%r)" % statuses(data))
+    pipelined_rounds(fail, port)
     fail.check(proc.poll() is None, "kagi-demo still running")
+
+
+def pipelined_rounds(fail, port, rounds=20, depth=8):
+    """A pipelining client sends `depth` requests at once and waits for all the answers before
+    its next batch. Answers written one by one must not wait for the ACK of the one before
+    (Nagle): the client delays that ACK (up to 40 ms) while it waits for the rest, so each
+    round took 40 ms and 20 rounds 0.8 s. Now each round is a few ms."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    batch = b"GET /_test/hello HTTP/1.1\r\nHost: x\r\n\r\n" * depth
+    answered = 0
+    t0 = time.monotonic()
+    for _ in range(rounds):
+        s.sendall(batch)
+        data = b""
+        while len(statuses(data)) < depth:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        answered += len(statuses(data))
+    took = time.monotonic() - t0
+    s.close()
+    fail.equal(answered, rounds * depth, "pipelined batches all answered")
+    fail.check(took < 0.4, "%d rounds of %d pipelined requests took %.0f ms (Nagle would make "
+               "it about %d ms: under 400)" % (rounds, depth, took * 1000, rounds * 40))
 
 
 def rss_kib(pid):

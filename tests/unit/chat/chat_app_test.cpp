@@ -6,13 +6,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <kagi/app/app.hpp>
+
+#include "../store/slow_sync_fs.hpp"
 
 namespace kagi::apps {
 namespace {
@@ -49,9 +54,12 @@ class ChatAppTest : public ::testing::Test {
     sets.insert(sets.end(),
                 {"templates.dir=" + std::string(KAGI_SOURCE_DIR) + "/templates",
                  "locks.dir=" + (root_ / "locks").string(), "data.dir=" + (root_ / "data").string(),
-                 "data.fsync=never", "log.access=false", "chat.rooms=lobby"});
+                 "log.access=false", "chat.rooms=lobby"});
+    if (std::find(sets.begin(), sets.end(), "data.fsync=always") == sets.end()) {
+      sets.push_back("data.fsync=never");
+    }
     const AppModule chat = chat_module();
-    app_ = std::make_unique<App>(Config::load(schema_for({chat}), std::nullopt, sets));
+    app_ = std::make_unique<App>(Config::load(schema_for({chat}), std::nullopt, sets), fs_);
     chat.mount(*app_);
     // A token this app signed, as a browser gets it: from the cookie of a first page.
     for (const auto& cookie : run(get("/chat/lobby/who")).cookies) {
@@ -106,9 +114,33 @@ class ChatAppTest : public ::testing::Test {
   }
 
   std::filesystem::path root_;
+  store::testing::SlowSyncFs fs_;  // the App's data goes through it; outlives the App
   std::unique_ptr<App> app_;
   std::string token_;  // the client's signed CSRF token (set by start())
 };
+
+// --- durable before told (data.fsync = "always", group commit) --------------------------------
+
+TEST_F(ChatAppTest, NeitherTheSayerNorAWaiterIsToldBeforeTheMessageIsDurable) {
+  start({"data.fsync=always"});
+  ASSERT_EQ(run(say(R"({"name":"ann","text":"first"})")).status, 200);  // creates the room's log
+  const int64_t last = last_id();
+  auto poll = send(get("/chat/lobby/messages?since=" + std::to_string(last) + "&wait=20"));
+  ASSERT_FALSE(poll->ready()) << "the poll should have parked";
+
+  fs_.hold(".log");  // the room's log; the flood bucket's commit beside it goes through
+  auto said = send(say(R"({"name":"ann","text":"held back"})"));
+  ASSERT_TRUE(fs_.wait_for_held_sync());
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_FALSE(said->ready()) << "the sayer was answered before its message was durable";
+  EXPECT_FALSE(poll->ready()) << "a waiter was shown a message that was not durable";
+
+  fs_.release();
+  ASSERT_TRUE(said->wait_for(std::chrono::seconds(5)));
+  EXPECT_EQ(said->get().status, 200);
+  ASSERT_TRUE(poll->wait_for(std::chrono::seconds(5)));
+  EXPECT_NE(poll->get().body.find("held back"), std::string::npos);
+}
 
 // --- presence needs the CSRF proof ---------------------------------------------------------
 

@@ -8,6 +8,7 @@
 
 #include <kagi/store/detail/file_io.hpp>
 #include <kagi/store/detail/log_format.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include <kagi/store/path.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/unique_fd.hpp>
@@ -98,10 +99,10 @@ std::string frame_for(std::string_view record, bool new_log) {
   return frame;
 }
 
-// Step 5. Writes `frame` at `at` and makes it durable. A failed write or fsync is undone, so
-// that an unacknowledged record never shows up later.
+// Step 5. Writes `frame` at `at` and, unless `defer`, makes it durable. A failed write or fsync
+// is undone, so that an unacknowledged record never shows up later.
 Status write_frame(const AppendContext& ctx, std::string_view path, const OpenLog& log, uint64_t at,
-                   std::string_view frame) {
+                   std::string_view frame, bool defer) {
   const int fd = log.fd.get();
   auto undo = [&](long r, std::string_view step) {
     ctx.fs.ftruncate(fd, static_cast<off_t>(at));
@@ -110,7 +111,7 @@ Status write_frame(const AppendContext& ctx, std::string_view path, const OpenLo
   if (long r = write_all(ctx.fs, fd, frame, static_cast<off_t>(at)); r < 0) {
     return undo(r, "write");
   }
-  if (ctx.fsync) {
+  if (ctx.fsync && !defer) {
     if (int r = ctx.fs.fsync(fd); r < 0) return undo(r, "fsync");
     if (log.created) {
       if (int r = ctx.fs.fsync(log.parent.get()); r < 0) return undo(r, "fsync directory");
@@ -138,8 +139,20 @@ Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::
   if (Status s = fence(guard, path); !s.ok()) return s;
   if (Status s = cut_torn_tail(ctx, path, log, end.valid_end); !s.ok()) return s;
   const std::string frame = frame_for(record, end.valid_end == 0);
-  if (Status s = write_frame(ctx, path, log, end.valid_end, frame); !s.ok()) return s;
+  DurableScope* scope = ctx.fsync && !log.created ? DurableScope::current() : nullptr;
+  if (Status s = write_frame(ctx, path, log, end.valid_end, frame, scope != nullptr); !s.ok()) {
+    return s;
+  }
   ctx.ends.remember(path, cursor_past(log, end.valid_end, frame, record.size()));
+  if (!ctx.fsync) return {};
+  // Step 7. Durable now (flushed above), or once the scope's request has released its lock.
+  const FileId id{log.st.st_dev, log.st.st_ino, log.birth_ns};
+  const uint64_t new_end = end.valid_end + frame.size();
+  if (scope == nullptr) {
+    ctx.group.mark(id, new_end);
+  } else {
+    scope->add(ctx.group, SyncNeed{id, new_end, std::move(log.fd), path});
+  }
   return {};
 }
 

@@ -5,6 +5,10 @@
 // missing; find where its whole records end (log_recovery.hpp); check the fence; cut a torn
 // tail; write the framed record at the end, undone if the write or fsync fails; remember the
 // new end for the next append.
+//
+// With fsync on and a DurableScope open on this thread (store/durable_scope.hpp), an append to
+// an existing log does not flush: the scope flushes it with other requests' records once the
+// caller has released its lock. A log this append creates is flushed at once, with its folder.
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +17,7 @@
 
 #include <kagi/lock/guard.hpp>
 #include <kagi/store/detail/damage_report.hpp>
+#include <kagi/store/detail/group_sync.hpp>
 #include <kagi/store/detail/log_recovery.hpp>
 #include <kagi/store/detail/safe_path_walk.hpp>
 #include <kagi/store/fs.hpp>
@@ -27,7 +32,8 @@ struct AppendContext {
   LogEnds& ends;
   DamageReporter& damage;
   mode_t file_mode;  // of a log this append creates
-  bool fsync;        // flush the record (and a new log's directory entry) before returning
+  bool fsync;        // make the record (and a new log's directory entry) durable
+  GroupSync& group;  // where a deferred flush goes, and what is known durable
 };
 
 // Appends `record` to the log `path` (already checked: a safe path, a held guard). Errors name

@@ -19,12 +19,15 @@ Status not_a_log(std::string_view path) {
 }  // namespace
 
 Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::string_view path,
-                                              size_t last_n, DamageReporter& damage) {
+                                              size_t last_n, DamageReporter& damage,
+                                              ReadExtent* seen) {
   std::string bytes;
   struct stat st {};
-  long r = fs.fstat(fd, &st);
+  int64_t birth_ns = 0;
+  long r = fs.fstat_birth(fd, &st, &birth_ns);
   if (r == 0) r = read_from(fs, fd, 0, bytes, st.st_size);
   if (r < 0) return Status::failed(sys_error(r), "read_log", path, "read");
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, bytes.size()};
 
   std::vector<std::string> records;
   std::vector<Damage> spans;
@@ -46,7 +49,7 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
 }
 
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
-                                   DamageReporter& damage) {
+                                   DamageReporter& damage, ReadExtent* seen) {
   struct stat st {};
   int64_t birth_ns = 0;
   int holds = fs.fstat_birth(fd, &st, &birth_ns);
@@ -56,6 +59,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   const long r =
       holds < 0 ? holds : read_from(fs, fd, static_cast<off_t>(start), bytes, st.st_size);
   if (r < 0) return Status::failed(sys_error(r), "read_log", path, "read");
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, start + bytes.size()};
 
   LogTail tail;
   std::string_view view = bytes;

@@ -9,20 +9,28 @@
 #include <vector>
 
 #include <kagi/store/detail/damage_report.hpp>
+#include <kagi/store/detail/group_sync.hpp>
 #include <kagi/store/fs.hpp>
 #include <kagi/store/log_cursor.hpp>
 #include <kagi/store/status.hpp>
 
 namespace kagi::store::detail {
 
+// Which file a read saw and how far: what must be durable before anyone is shown it.
+struct ReadExtent {
+  FileId id;
+  uint64_t size = 0;
+};
+
 // The intact records of the open log `fd`, oldest first, at most the last `last_n`. Errors name
 // "read_log" and `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
 Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::string_view path,
-                                              size_t last_n, DamageReporter& damage);
+                                              size_t last_n, DamageReporter& damage,
+                                              ReadExtent* seen);
 
 // The records of the open log `fd` past `cursor`, and the cursor moved past them; the whole
 // log with `restarted` set when the cursor no longer holds. On error the cursor is unchanged.
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
-                                   DamageReporter& damage);
+                                   DamageReporter& damage, ReadExtent* seen);
 
 }  // namespace kagi::store::detail

@@ -1,0 +1,202 @@
+#include <kagi/store/detail/group_sync.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include <kagi/store/detail/file_io.hpp>
+
+namespace kagi::store::detail {
+
+namespace {
+
+// Past this many files the durable map starts over: forgetting only costs a reader one more
+// (cheap, clean) fsync.
+constexpr size_t kMaxRemembered = 65536;
+
+}  // namespace
+
+size_t FileIdHash::operator()(const FileId& id) const noexcept {
+  size_t h = std::hash<uint64_t>{}(static_cast<uint64_t>(id.ino));
+  h ^= std::hash<uint64_t>{}(static_cast<uint64_t>(id.dev)) + 0x9e3779b97f4a7c15ULL + (h << 6);
+  h ^= std::hash<int64_t>{}(id.birth_ns) + 0x9e3779b97f4a7c15ULL + (h << 6);
+  return h;
+}
+
+bool GroupSync::durable(const FileId& id, uint64_t end) const {
+  util::MutexLock lock(mu_);
+  auto it = durable_.find(id);
+  return it != durable_.end() && it->second >= end;
+}
+
+void GroupSync::mark(const FileId& id, uint64_t end) {
+  util::MutexLock lock(mu_);
+  mark_locked(id, end);
+}
+
+void GroupSync::mark_locked(const FileId& id, uint64_t end) {
+  if (durable_.size() >= kMaxRemembered && !durable_.contains(id)) durable_.clear();
+  uint64_t& known = durable_[id];
+  known = std::max(known, end);
+}
+
+uint64_t GroupSync::flushes() const {
+  util::MutexLock lock(mu_);
+  return flushes_;
+}
+
+Status GroupSync::sync(std::vector<SyncNeed> needs) {
+  util::MutexLock lock(mu_);
+  Status first;
+  for (SyncNeed& need : needs) {
+    auto it = durable_.find(need.id);
+    if (it != durable_.end() && it->second >= need.end) continue;
+    if (Status s = sync_one(std::move(need)); !s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+Status GroupSync::sync_one(SyncNeed need) {
+  const FileId id = need.id;
+  FileQueue& queue = queues_[id];
+  if (!queue.collecting) queue.collecting = std::make_shared<Batch>();
+  std::shared_ptr<Batch> batch = queue.collecting;
+  if (!batch->fd) {
+    batch->fd = std::move(need.fd);
+    batch->path = std::move(need.path);
+  }
+  batch->end = std::max(batch->end, need.end);
+  while (!batch->done) {
+    FileQueue& q = queues_[id];  // the map may have rehashed while we waited
+    if (q.flushing) {
+      flushed_.wait(mu_);
+      continue;
+    }
+    // No flush of this file runs, so ours is its batch being collected: flush it, and let the
+    // next requests collect in a new one meanwhile.
+    q.flushing = true;
+    q.collecting.reset();
+    mu_.unlock();
+    const int r = fs_.fsync(batch->fd.get());
+    mu_.lock();
+    batch->error = r < 0 ? -r : 0;
+    batch->fd.reset();
+    batch->done = true;
+    ++flushes_;
+    if (batch->error == 0) mark_locked(id, batch->end);
+    FileQueue& after = queues_[id];
+    after.flushing = false;
+    if (!after.collecting) queues_.erase(id);  // nobody waits: the map keeps only live files
+    flushed_.notify_all();
+  }
+  if (batch->error != 0)
+    return Status::failed(sys_error(-batch->error), "flush", batch->path, "fsync");
+  return {};
+}
+
+GroupSync::~GroupSync() {
+  std::thread flusher;
+  {
+    util::MutexLock lock(mu_);
+    stop_ = true;
+    flusher.swap(flusher_);
+  }
+  work_.notify_all();
+  if (flusher.joinable()) flusher.join();
+}
+
+void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> done) {
+  Status result;
+  {
+    util::MutexLock lock(mu_);
+    std::vector<SyncNeed> open;
+    for (SyncNeed& need : needs) {
+      auto it = durable_.find(need.id);
+      if (it == durable_.end() || it->second < need.end) open.push_back(std::move(need));
+    }
+    if (!open.empty() && !stop_) {
+      submitted_.push_back(Submitted{std::move(open), std::move(done)});
+      if (!flusher_.joinable()) flusher_ = std::thread([this] { flush_loop(); });
+      work_.notify_one();
+      return;
+    }
+    // Nothing to flush; or the GroupSync is stopping, and this call flushes as sync() would.
+    for (SyncNeed& need : open) {
+      if (Status s = sync_one(std::move(need)); !s.ok() && result.ok()) result = s;
+    }
+  }
+  done(result);
+}
+
+void GroupSync::drain() {
+  util::MutexLock lock(mu_);
+  while (!submitted_.empty() || flushing_round_) idle_.wait(mu_);
+}
+
+void GroupSync::flush_loop() {
+  for (;;) {
+    std::vector<Submitted> round;
+    {
+      util::MutexLock lock(mu_);
+      while (submitted_.empty() && !stop_) work_.wait(mu_);
+      if (submitted_.empty()) return;  // stopping, and nothing is left
+      round.swap(submitted_);
+      flushing_round_ = true;
+    }
+    flush_round(round);
+    {
+      util::MutexLock lock(mu_);
+      flushing_round_ = false;
+    }
+    idle_.notify_all();
+  }
+}
+
+void GroupSync::flush_round(std::vector<Submitted>& round) {
+  struct File {
+    int fd = -1;  // owned by one of the needs
+    uint64_t end = 0;
+    const std::string* path = nullptr;
+    int error = 0;
+  };
+  std::unordered_map<FileId, File, FileIdHash> files;
+  for (const Submitted& s : round) {
+    for (const SyncNeed& need : s.needs) {
+      File& f = files[need.id];
+      if (f.fd < 0) {
+        f.fd = need.fd.get();
+        f.path = &need.path;
+      }
+      f.end = std::max(f.end, need.end);
+    }
+  }
+  // Several files: start all their writes first, so that the fsyncs below overlap on the disk
+  // instead of each waiting for its own.
+  if (files.size() > 1) {
+    for (const auto& [id, f] : files) fs_.start_writeback(f.fd);
+  }
+  for (auto& [id, f] : files) {
+    const int r = fs_.fsync(f.fd);
+    f.error = r < 0 ? -r : 0;
+  }
+  {
+    util::MutexLock lock(mu_);
+    flushes_ += files.size();
+    for (const auto& [id, f] : files) {
+      if (f.error == 0) mark_locked(id, f.end);
+    }
+  }
+  for (Submitted& s : round) {
+    Status first;
+    for (const SyncNeed& need : s.needs) {
+      const File& f = files.at(need.id);
+      if (f.error != 0 && first.ok()) {
+        first = Status::failed(sys_error(-f.error), "flush", *f.path, "fsync");
+      }
+    }
+    s.done(first);
+  }
+}
+
+}  // namespace kagi::store::detail

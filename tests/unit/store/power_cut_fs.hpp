@@ -1,0 +1,137 @@
+// tests/unit/store/power_cut_fs.hpp — a FileSystem that can lose power.
+//
+// Every call goes to the real filesystem, and each fsync first copies the file as it stands at
+// the call (what a real fsync promises: the writes made before it). After cut_after(n), the nth
+// call from then and every later one fail with EIO, as on a machine that died. durable() then
+// gives each file's bytes as of its last completed fsync: what a power cut would have kept.
+#pragma once
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <kagi/store/fs.hpp>
+
+namespace kagi::store::testing {
+
+class PowerCutFs final : public FileSystem {
+ public:
+  // The nth call from now fails, and so does everything after it. 0: never.
+  void cut_after(uint64_t n) {
+    std::lock_guard lock(mu_);
+    cut_at_ = n == 0 ? 0 : calls_ + n;
+  }
+  bool cut() const {
+    std::lock_guard lock(mu_);
+    return dead_;
+  }
+  // The bytes the last completed fsync of (dev, ino) kept; nullopt if it was never synced.
+  std::optional<std::string> durable(const struct stat& st) const {
+    std::lock_guard lock(mu_);
+    auto it = synced_.find({st.st_dev, st.st_ino});
+    if (it == synced_.end()) return std::nullopt;
+    return it->second.first;
+  }
+  uint64_t fsyncs() const {
+    std::lock_guard lock(mu_);
+    return fsyncs_;
+  }
+
+  int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {
+    if (down()) return -EIO;
+    return real_fs().open_at(dir_fd, name, flags, mode);
+  }
+  ssize_t write(int fd, const void* data, size_t size) override {
+    if (down()) return -EIO;
+    return real_fs().write(fd, data, size);
+  }
+  ssize_t pwrite(int fd, const void* data, size_t size, off_t offset) override {
+    if (down()) return -EIO;
+    return real_fs().pwrite(fd, data, size, offset);
+  }
+  ssize_t pread(int fd, void* buf, size_t size, off_t offset) override {
+    if (down()) return -EIO;
+    return real_fs().pread(fd, buf, size, offset);
+  }
+  int fsync(int fd) override {
+    struct stat st {};
+    if (real_fs().fstat(fd, &st) < 0) return -EBADF;
+    std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    // The copy is what the call covers: the writes made before it started. Copies are
+    // numbered, so that of two fsyncs running at once, the one that started later wins
+    // whichever completes last.
+    uint64_t taken = 0;
+    {
+      std::lock_guard lock(mu_);
+      taken = ++copies_;
+    }
+    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
+    if (down()) return -EIO;
+    if (got >= 0) bytes.resize(static_cast<size_t>(got));
+    const int r = real_fs().fsync(fd);
+    if (r < 0) return r;
+    std::lock_guard lock(mu_);
+    if (dead_) return -EIO;  // the power went while it ran: it never completed
+    if (S_ISREG(st.st_mode)) {
+      auto& [copy, number] = synced_[{st.st_dev, st.st_ino}];
+      if (taken > number) {
+        copy = std::move(bytes);
+        number = taken;
+      }
+    }
+    ++fsyncs_;
+    return 0;
+  }
+  int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override {
+    if (down()) return -EIO;
+    return real_fs().rename_at(old_dir, old_name, new_dir, new_name);
+  }
+  int unlink_at(int dir_fd, const char* name) override {
+    if (down()) return -EIO;
+    return real_fs().unlink_at(dir_fd, name);
+  }
+  int mkdir_at(int dir_fd, const char* name, mode_t mode) override {
+    if (down()) return -EIO;
+    return real_fs().mkdir_at(dir_fd, name, mode);
+  }
+  int ftruncate(int fd, off_t length) override {
+    if (down()) return -EIO;
+    return real_fs().ftruncate(fd, length);
+  }
+  int fstat(int fd, struct stat* st) override {
+    if (down()) return -EIO;
+    return real_fs().fstat(fd, st);
+  }
+  int fstat_birth(int fd, struct stat* st, int64_t* birth_ns) override {
+    if (down()) return -EIO;
+    return real_fs().fstat_birth(fd, st, birth_ns);
+  }
+  int close(int fd) override { return real_fs().close(fd); }
+
+ private:
+  // Counts the call; true once the power is gone.
+  bool down() {
+    std::lock_guard lock(mu_);
+    ++calls_;
+    if (cut_at_ != 0 && calls_ >= cut_at_) dead_ = true;
+    return dead_;
+  }
+
+  mutable std::mutex mu_;
+  uint64_t calls_ = 0;
+  uint64_t cut_at_ = 0;
+  bool dead_ = false;
+  uint64_t fsyncs_ = 0;
+  uint64_t copies_ = 0;
+  // Per file: the bytes the latest-started completed fsync kept, and that copy's number.
+  std::map<std::pair<dev_t, ino_t>, std::pair<std::string, uint64_t>> synced_;
+};
+
+}  // namespace kagi::store::testing
