@@ -648,10 +648,12 @@ def write_report(path, bench, results, command):
     lines += ["The lock-layer and storage micro-benchmarks (Google Benchmark) follow: "
               "`scripts/bench --micro` regenerates that section alone.", ""]
     # Keep the micro-benchmark and kagi-lockd sections (tests/bench/micro/micro_report.py and
-    # tests/bench/lockd/lockd_bench.py write them).
+    # tests/bench/lockd/lockd_bench.py write them) and the profiles (written by hand from
+    # `bench.py --perf` runs).
     old = open(path).read() if os.path.exists(path) else ""
     for begin, end in (("<!-- micro:begin -->", "<!-- micro:end -->"),
-                       ("<!-- lockd:begin -->", "<!-- lockd:end -->")):
+                       ("<!-- lockd:begin -->", "<!-- lockd:end -->"),
+                       ("<!-- profile:begin -->", "<!-- profile:end -->")):
         if begin in old and end in old:
             lines.append(old[old.index(begin):old.index(end) + len(end)])
             lines.append("")
