@@ -52,10 +52,11 @@ void mount_test_routes(App& app) {
   r.get("/_test/hello", [](Request&, Context&) { return Response::text("hello\n"); });
   r.get("/_test/echo", echo);
   r.get("/_test/heap", [](Request&, Context&) {
-    // Bytes malloc has handed out and not got back, over every arena: unlike RSS, it does not
-    // include what the allocator keeps cached, so leak tests can compare it exactly.
+    // Bytes malloc has handed out and not got back, over every arena and in its own mmaps
+    // (large blocks): unlike RSS, it does not include what the allocator keeps cached, so leak
+    // and per-request memory tests can compare it exactly.
     struct mallinfo2 info = mallinfo2();
-    return Response::json("{\"in_use\":" + std::to_string(info.uordblks) + "}");
+    return Response::json("{\"in_use\":" + std::to_string(info.uordblks + info.hblkhd) + "}");
   });
   r.post("/_test/echo", echo);
   r.get("/_test/sleep", [](Request& req, Context&) {

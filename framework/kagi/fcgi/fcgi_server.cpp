@@ -267,6 +267,14 @@ class Exchange : public Responder {
     return sent_;
   }
 
+  // Not answered yet (parked, or waiting for a group flush): keep only what the answer needs.
+  void shrink_parked() KAGI_EXCLUDES(mu_) {
+    util::MutexLock lock(mu_);
+    if (sent_ || !conn_) return;
+    conn_->reader.release_parked();
+    conn_->out = std::string();  // the last answer's buffer
+  }
+
  private:
   const std::shared_ptr<Core> core_;
   mutable util::Mutex mu_;
@@ -733,6 +741,7 @@ void Core::serve(std::unique_ptr<Conn> conn) {
     if (!exchange->sent()) exchange->send(app_.error_page(500, "Internal error."));
   }
   // Not sent yet: the request is parked; whoever holds the exchange sends later.
+  exchange->shrink_parked();
 }
 
 }  // namespace fcgi

@@ -260,6 +260,17 @@ bool RequestReader::record_ready() const {
   return rest.size() >= kHeaderSize + length + byte_at(rest, 6);
 }
 
+void RequestReader::release_parked() {
+  params_raw_ = std::string();
+  params_ = std::vector<std::string>();
+  body_ = std::string();
+  if (pos_ > 0) {
+    in_.erase(0, pos_);
+    pos_ = 0;
+  }
+  in_.shrink_to_fit();
+}
+
 void RequestReader::next() {
   reset_request();
   if (pos_ > 0) {

@@ -99,6 +99,11 @@ class RequestReader {
   // byte from the peer (after next(), when the next request came along with this one).
   bool record_ready() const;
 
+  // While a complete request waits for its answer (a parked long-poll): frees its params and
+  // body (the request was built from them) and the input already consumed, keeping what the
+  // answer needs (request id, keep-conn, abort). next() starts over as usual.
+  void release_parked();
+
  private:
   enum class Phase { kIdle, kParams, kBody, kDone };
   std::string_view unparsed() const { return std::string_view(in_).substr(pos_); }

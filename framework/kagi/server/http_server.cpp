@@ -43,6 +43,9 @@ constexpr size_t kLingerBytesAfterBadRequest = 64 * 1024;
 // During a stop, how long a connection that has not sent its first request yet may take
 // to send it.
 constexpr auto kFirstRequestGrace = std::chrono::milliseconds(1000);
+// While a request is parked, the connection is read in pieces this small: enough to see a
+// close or the start of the next request.
+constexpr size_t kWatchRead = 512;
 // After a failed accept (out of descriptors), accepting pauses this long, doubling up to
 // the maximum while it keeps failing.
 constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(50);
@@ -296,7 +299,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // While the response is outstanding: a read into the room left in the buffer.
   void watch() {
     if (reading_ || eof_ || closed_ || phase_ != Phase::kWatch) return;
-    auto room = reader_.prepare();
+    // A small read: it only has to notice a close (or the start of a pipelined request),
+    // and a parked request should not hold a full-sized buffer.
+    auto room = reader_.prepare(kWatchRead);
     // A client that pipelined a full buffer is not watched further; its next request
     // waits in the buffer.
     if (room.size() == 0) return;
@@ -489,7 +494,10 @@ void Session::dispatch() {
   // A parked request (no response yet): watch for its client. An answered one needs no
   // watch, its response is already posted behind this handler; that saves a read and a
   // cancel per ordinary request.
-  if (!exchange->sent()) watch();
+  if (!exchange->sent()) {
+    reader_.release_parked();  // parked: hold only what its answer needs
+    watch();
+  }
 }
 
 Core::Core(App& app, HttpOptions options)

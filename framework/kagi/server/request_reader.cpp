@@ -43,6 +43,7 @@ RequestReader::RequestReader(ReaderLimits limits)
 }
 
 void RequestReader::next() {
+  released_ = false;
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(
       std::min<size_t>(limits_.max_header_bytes, std::numeric_limits<uint32_t>::max())));
@@ -153,17 +154,34 @@ RequestReader::Status RequestReader::parse() {
   return status_ = Status::kNeedMore;
 }
 
-bool RequestReader::head() const { return parser_->get().method() == bhttp::verb::head; }
+bool RequestReader::head() const {
+  if (released_) return kept_head_;
+  return parser_->get().method() == bhttp::verb::head;
+}
 
 unsigned RequestReader::version() const {
+  if (released_) return kept_version_;
   return parser_->is_header_done() ? parser_->get().version() : 11;
 }
 
 bool RequestReader::keep_alive() const {
+  if (released_) return kept_keep_alive_;
   return parser_->is_header_done() && parser_->get().keep_alive();
 }
 
+void RequestReader::release_parked() {
+  if (released_ || status_ != Status::kDone) return;
+  kept_head_ = head();
+  kept_version_ = version();
+  kept_keep_alive_ = keep_alive();
+  released_ = true;
+  parser_.reset();
+  headers_ = http::Headers();
+  if (buffer_.size() == 0) buffer_.shrink_to_fit();
+}
+
 bool RequestReader::expects_continue() const {
+  if (released_) return false;
   return parser_->is_header_done() &&
          beast::iequals(parser_->get()[bhttp::field::expect], "100-continue");
 }

@@ -653,6 +653,7 @@ def write_report(path, bench, results, command):
     old = open(path).read() if os.path.exists(path) else ""
     for begin, end in (("<!-- micro:begin -->", "<!-- micro:end -->"),
                        ("<!-- lockd:begin -->", "<!-- lockd:end -->"),
+                       ("<!-- waiters:begin -->", "<!-- waiters:end -->"),
                        ("<!-- profile:begin -->", "<!-- profile:end -->")):
         if begin in old and end in old:
             lines.append(old[old.index(begin):old.index(end) + len(end)])

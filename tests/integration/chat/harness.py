@@ -21,7 +21,7 @@ import time
 
 NGINX_CONF = """
 {user}
-worker_processes 1;
+worker_processes {workers};
 worker_rlimit_nofile 20000;
 pid {tmp}/nginx.pid;
 error_log {tmp}/nginx-error.log warn;
@@ -39,7 +39,7 @@ http {{
     keepalive 64;
   }}
   server {{
-    listen 127.0.0.1:{port};
+    listen 127.0.0.1:{port}{reuseport};
     location / {{
       include /etc/nginx/fastcgi_params;
       fastcgi_param SCRIPT_NAME "";
@@ -72,12 +72,13 @@ def wait_until(condition, timeout, what, interval=0.05):
         time.sleep(interval)
 
 
-def run_site(demo, source, run, processes=2, threads=4, sets=()):
+def run_site(demo, source, run, processes=2, threads=4, sets=(), nginx_workers=1):
     """Raises the open-file limit to the hard one (many parked polls), starts a Site, runs
     run(site) and returns the exit code: 0 (PASS), or 1 with the failure and the logs."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    with Site(demo, source, processes=processes, threads=threads, sets=sets) as site:
+    with Site(demo, source, processes=processes, threads=threads, sets=sets,
+              nginx_workers=nginx_workers) as site:
         try:
             run(site)
         except AssertionError as e:
@@ -91,7 +92,10 @@ def run_site(demo, source, run, processes=2, threads=4, sets=()):
 class Site:
     """kagi-demo × `processes` behind nginx. Use as a context manager."""
 
-    def __init__(self, demo, source, processes=2, threads=4, sets=()):
+    def __init__(self, demo, source, processes=2, threads=4, sets=(), nginx_workers=1):
+        # More than one nginx worker (reuseport spreads the clients) when one worker's open
+        # files cannot hold every parked client plus its upstream connection.
+        self.nginx_workers = nginx_workers
         self.demo = demo
         self.source = source
         self.processes = processes
@@ -139,7 +143,9 @@ class Site:
         with open(conf, "w") as f:
             # As root, nginx's workers would drop to `nobody` and lose the temp dir (0700).
             user = "user root;" if os.geteuid() == 0 else ""
-            f.write(NGINX_CONF.format(user=user, tmp=self.tmp, port=self.port, servers=servers))
+            f.write(NGINX_CONF.format(user=user, tmp=self.tmp, port=self.port, servers=servers,
+                                      workers=self.nginx_workers,
+                                      reuseport=" reuseport" if self.nginx_workers > 1 else ""))
         self.nginx = subprocess.Popen(["nginx", "-c", conf, "-p", self.tmp],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
