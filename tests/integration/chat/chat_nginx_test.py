@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import fcgi_get, http, run_site, wait_until  # noqa: E402
+from harness import check, fcgi_get, http, percentile, run_site, wait_until  # noqa: E402
 
 ROOM = "lobby"
 # The CSRF token: one the site signed (fetch_token), sent as cookie and header by every post.
@@ -43,16 +43,6 @@ def fetch_token(site):
     TOKEN = m.group(1)
     POST_HEADERS = {"Cookie": "kagi_csrf=" + TOKEN, "X-CSRF-Token": TOKEN,
                     "Content-Type": "application/json"}
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def process_stats(site):

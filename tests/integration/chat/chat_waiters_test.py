@@ -37,23 +37,14 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import fcgi_get, free_port, http, run_site, wait_until  # noqa: E402
+from harness import (check, fcgi_get, free_port, http, percentile, run_site,  # noqa: E402
+                     wait_until)
 
 ROOM = "lobby"
 SETS = ["data.fsync=never", "chat.rooms=lobby,other", "test.routes=true",
         "chat.say_per_minute=0", "chat.max_waiters=20000",
         "chat.max_waiters_per_client=20000"]
 BATCH = 500
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 class Front:

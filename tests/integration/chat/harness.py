@@ -54,6 +54,18 @@ http {{
 """
 
 
+def check(condition, message):
+    """A test's assertion: raises AssertionError(message) when `condition` is false."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def percentile(values, p):
+    """The p-th percentile of `values` (nearest rank)."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
