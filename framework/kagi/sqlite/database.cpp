@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -157,19 +158,30 @@ std::unique_ptr<Database> Database::open(const Options& options, const std::stri
   auto db = std::unique_ptr<Database>(new Database(options));
   auto conn = db->connect(why);
   if (!conn) return nullptr;
-  try {
-    conn->exec("PRAGMA journal_mode = WAL");
-    conn->exec("BEGIN IMMEDIATE");
+  // Processes that start together open a new database together, and switching it to WAL
+  // answers "database is locked" at once (without the busy handler) while another process
+  // does the same: such a setup is tried again until the busy timeout.
+  const auto deadline = std::chrono::steady_clock::now() + options.busy_timeout;
+  for (int attempt = 0;; ++attempt) {
     try {
-      conn->exec(schema);
-      conn->exec("COMMIT");
-    } catch (...) {
-      conn->exec("ROLLBACK");
-      throw;
+      conn->exec("PRAGMA journal_mode = WAL");
+      conn->exec("BEGIN IMMEDIATE");
+      try {
+        conn->exec(schema);
+        conn->exec("COMMIT");
+      } catch (...) {
+        conn->exec("ROLLBACK");
+        throw;
+      }
+      break;
+    } catch (const Failure& e) {
+      if (busy(e.code) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(attempt, 5)));
+        continue;
+      }
+      if (why) *why = "cannot set up " + options.path + ": " + e.what();
+      return nullptr;
     }
-  } catch (const Failure& e) {
-    if (why) *why = "cannot set up " + options.path + ": " + e.what();
-    return nullptr;
   }
   util::MutexLock lock(db->mu_);
   db->idle_.push_back(std::move(conn));
