@@ -61,18 +61,20 @@ class PowerCutFs final : public FileSystem {
     return real_fs().pread(fd, buf, size, offset);
   }
   int fsync(int fd) override {
+    // The copy is what the call covers: the writes made before it started. Copies are taken
+    // and numbered under one mutex, so a higher number is always a later copy: of two fsyncs
+    // running at once, the later copy wins whichever completes last.
     struct stat st {};
-    if (real_fs().fstat(fd, &st) < 0) return -EBADF;
-    std::string bytes(static_cast<size_t>(st.st_size), '\0');
-    // The copy is what the call covers: the writes made before it started. Copies are
-    // numbered, so that of two fsyncs running at once, the one that started later wins
-    // whichever completes last.
+    std::string bytes;
     uint64_t taken = 0;
+    ssize_t got = 0;
     {
       std::lock_guard lock(mu_);
+      if (real_fs().fstat(fd, &st) < 0) return -EBADF;
+      bytes.resize(static_cast<size_t>(st.st_size));
+      got = ::pread(fd, bytes.data(), bytes.size(), 0);
       taken = ++copies_;
     }
-    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
     if (down()) return -EIO;
     if (got >= 0) bytes.resize(static_cast<size_t>(got));
     const int r = real_fs().fsync(fd);
