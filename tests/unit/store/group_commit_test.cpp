@@ -13,6 +13,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -235,15 +236,15 @@ TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
         auto ctx = context("r");
         for (int i = 0; i < kPosts; ++i) {
           DurableScope durable;
-          Result<std::vector<std::string>> got = Status{};
+          std::optional<Result<std::vector<std::string>>> got;
           {
             auto g = ctx->shared("board");
-            got = dir->read_log(g, "board.log");
+            got.emplace(dir->read_log(g, "board.log"));
           }
           ctx->end_request();
-          if (got.ok() && durable.wait().ok()) {
+          if (got->ok() && durable.wait().ok()) {
             std::lock_guard lock(seen.mu);
-            seen.shown.insert(got.value().begin(), got.value().end());
+            seen.shown.insert(got->value().begin(), got->value().end());
           }
         }
       });
