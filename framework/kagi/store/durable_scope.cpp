@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -41,30 +42,10 @@ void DurableScope::then(std::function<void()> action) {
 }
 
 Status DurableScope::wait() {
-  std::vector<Pending> pending;
-  pending.swap(needs_);
-  std::vector<std::function<void()>> then;
-  then.swap(then_);
-  Status first;
-  // Almost always one store; needs of one store go to its group in one call.
-  while (!pending.empty()) {
-    detail::GroupSync* sync = pending.front().sync;
-    std::vector<detail::SyncNeed> batch;
-    std::vector<Pending> rest;
-    for (Pending& p : pending) {
-      if (p.sync == sync) {
-        batch.push_back(std::move(p.need));
-      } else {
-        rest.push_back(std::move(p));
-      }
-    }
-    pending.swap(rest);
-    if (Status s = sync->sync(std::move(batch)); !s.ok() && first.ok()) first = s;
-  }
-  if (first.ok()) {
-    for (auto& action : then) action();
-  }
-  return first;
+  std::promise<Status> answer;
+  std::future<Status> answered = answer.get_future();
+  wait_async([&answer](Status s) { answer.set_value(std::move(s)); });
+  return answered.get();
 }
 
 void DurableScope::wait_async(std::function<void(Status)> done) {

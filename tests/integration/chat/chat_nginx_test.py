@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, fcgi_get, http, percentile, run_site, wait_until  # noqa: E402
+from harness import check, http, percentile, run_site, wait_until  # noqa: E402
 
 ROOM = "lobby"
 # The CSRF token: one the site signed (fetch_token), sent as cookie and header by every post.
@@ -46,12 +46,7 @@ def fetch_token(site):
 
 
 def process_stats(site):
-    out = []
-    for path in site.sockets:
-        status, body = fcgi_get(path, "/chat/stats.json")
-        check(status == 200, "stats.json: HTTP %d" % status)
-        out.append(json.loads(body))
-    return out
+    return site.each_process_json("/chat/stats.json")
 
 
 def parked(site):
@@ -275,12 +270,7 @@ def phase_disconnect(site, total=10000, batch=500):
 
 
 def heap_in_use(site):
-    out = []
-    for path in site.sockets:
-        status, body = fcgi_get(path, "/_test/heap")
-        check(status == 200, "/_test/heap: HTTP %d" % status)
-        out.append(json.loads(body)["in_use"])
-    return out
+    return [doc["in_use"] for doc in site.each_process_json("/_test/heap")]
 
 
 def main():

@@ -37,8 +37,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (check, fcgi_get, free_port, http, percentile, run_site,  # noqa: E402
-                     wait_until)
+from harness import check, free_port, http, percentile, run_site, wait_until  # noqa: E402
 
 ROOM = "lobby"
 SETS = ["data.fsync=never", "chat.rooms=lobby,other", "test.routes=true",
@@ -155,23 +154,9 @@ def measure(front, count, strict):
 
 def behind_nginx(demo, source, count, strict):
     def run(site):
-        def stats():
-            out = []
-            for path in site.sockets:
-                status, body = fcgi_get(path, "/chat/stats.json")
-                check(status == 200, "stats.json: HTTP %d" % status)
-                out.append(json.loads(body))
-            return out
-
-        def heap():
-            out = []
-            for path in site.sockets:
-                status, body = fcgi_get(path, "/_test/heap")
-                check(status == 200, "/_test/heap: HTTP %d" % status)
-                out.append(json.loads(body)["in_use"])
-            return out
-
-        measure(Front("nginx", site.port, stats, heap), count, strict)
+        measure(Front("nginx", site.port, lambda: site.each_process_json("/chat/stats.json"),
+                      lambda: [d["in_use"] for d in site.each_process_json("/_test/heap")]),
+                count, strict)
 
     return run_site(demo, source, run, processes=2, threads=4, sets=SETS, nginx_workers=2)
 

@@ -9,6 +9,7 @@ http(): one HTTP/1.1 request over a raw asyncio socket (many thousands can run a
 """
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -172,6 +173,16 @@ class Site:
 
     def pids(self):
         return [p.pid for p in self.procs]
+
+    def each_process_json(self, path):
+        """GET `path` from every kagi process over its own FastCGI socket (not through nginx,
+        which picks one): the parsed JSON answers, in process order."""
+        out = []
+        for sock in self.sockets:
+            status, body = fcgi_get(sock, path)
+            check(status == 200, "%s: HTTP %d" % (path, status))
+            out.append(json.loads(body))
+        return out
 
     def logs(self):
         out = []

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <future>
 #include <memory>
 #include <utility>
 
@@ -47,52 +48,10 @@ uint64_t GroupSync::flushes() const {
 }
 
 Status GroupSync::sync(std::vector<SyncNeed> needs) {
-  util::MutexLock lock(mu_);
-  Status first;
-  for (SyncNeed& need : needs) {
-    auto it = durable_.find(need.id);
-    if (it != durable_.end() && it->second >= need.end) continue;
-    if (Status s = sync_one(std::move(need)); !s.ok() && first.ok()) first = s;
-  }
-  return first;
-}
-
-Status GroupSync::sync_one(SyncNeed need) {
-  const FileId id = need.id;
-  FileQueue& queue = queues_[id];
-  if (!queue.collecting) queue.collecting = std::make_shared<Batch>();
-  std::shared_ptr<Batch> batch = queue.collecting;
-  if (!batch->fd) {
-    batch->fd = std::move(need.fd);
-    batch->path = std::move(need.path);
-  }
-  batch->end = std::max(batch->end, need.end);
-  while (!batch->done) {
-    FileQueue& q = queues_[id];  // the map may have rehashed while we waited
-    if (q.flushing) {
-      flushed_.wait(mu_);
-      continue;
-    }
-    // No flush of this file runs, so ours is its batch being collected: flush it, and let the
-    // next requests collect in a new one meanwhile.
-    q.flushing = true;
-    q.collecting.reset();
-    mu_.unlock();
-    const int r = fs_.fsync(batch->fd.get());
-    mu_.lock();
-    batch->error = r < 0 ? -r : 0;
-    batch->fd.reset();
-    batch->done = true;
-    ++flushes_;
-    if (batch->error == 0) mark_locked(id, batch->end);
-    FileQueue& after = queues_[id];
-    after.flushing = false;
-    if (!after.collecting) queues_.erase(id);  // nobody waits: the map keeps only live files
-    flushed_.notify_all();
-  }
-  if (batch->error != 0)
-    return Status::failed(sys_error(-batch->error), "flush", batch->path, "fsync");
-  return {};
+  std::promise<Status> answer;
+  std::future<Status> answered = answer.get_future();
+  submit(std::move(needs), [&answer](Status s) { answer.set_value(std::move(s)); });
+  return answered.get();
 }
 
 GroupSync::~GroupSync() {
@@ -107,7 +66,7 @@ GroupSync::~GroupSync() {
 }
 
 void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> done) {
-  Status result;
+  std::vector<Submitted> here;  // flushed on this thread: the flush thread, or stopping
   {
     util::MutexLock lock(mu_);
     std::vector<SyncNeed> open;
@@ -115,18 +74,22 @@ void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> 
       auto it = durable_.find(need.id);
       if (it == durable_.end() || it->second < need.end) open.push_back(std::move(need));
     }
-    if (!open.empty() && !stop_) {
+    if (open.empty()) {
+      // Nothing to flush: answered below.
+    } else if (stop_ || std::this_thread::get_id() == flusher_id_) {
+      here.push_back(Submitted{std::move(open), std::move(done)});
+    } else {
       submitted_.push_back(Submitted{std::move(open), std::move(done)});
-      if (!flusher_.joinable()) flusher_ = std::thread([this] { flush_loop(); });
+      if (!flusher_.joinable()) {
+        flusher_ = std::thread([this] { flush_loop(); });
+        flusher_id_ = flusher_.get_id();
+      }
       work_.notify_one();
       return;
     }
-    // Nothing to flush; or the GroupSync is stopping, and this call flushes as sync() would.
-    for (SyncNeed& need : open) {
-      if (Status s = sync_one(std::move(need)); !s.ok() && result.ok()) result = s;
-    }
   }
-  done(result);
+  if (here.empty()) return done(Status{});
+  flush_round(here);
 }
 
 void GroupSync::drain() {
