@@ -16,7 +16,7 @@ The goals (issue: 10,000 waiters, delivery p99 <= 500 ms, other pages p99 <= 20 
 heap per parked request) are asserted only with --strict (scripts/bench runs --count 10000
 --strict). Without it (scripts/test: --count 2000) the same is printed and only correctness is
 asserted, with sanity bounds a loaded machine keeps: every waiter answered exactly once with
-the message, p99 under 10 s, pages under 5 s, and under 8 KiB of heap per parked request.
+the message, p99 under 10 s, pages under 5 s. The heap goal is asserted in both.
 
 The machine's open-file limit bounds N: nginx holds a client and an upstream connection per
 waiter, so it runs 2 workers (reuseport), each below the 20,000 limit; docs/DEPLOY.md gives the
@@ -138,15 +138,14 @@ def measure(front, count, strict):
             check(p99 <= 0.5, "%s: delivery p99 %.0f ms > 500 ms" % (front.name, p99 * 1000))
             check(page_p99 <= 0.02, "%s: page p99 %.1f ms > 20 ms" % (front.name,
                                                                        page_p99 * 1000))
-            check(per <= 4096, "%s: %.0f B of heap per parked request > 4096" % (front.name, per))
         else:
             check(p99 < 10.0, "%s: delivery p99 %.1f s over the 10 s sanity bound" % (
                 front.name, p99))
             check(max(times) < 5.0, "%s: a page took %.1f s" % (front.name, max(times)))
-            # Twice the goal: the embedded front end held 19 KiB per parked request (a full
-            # read buffer and the parser) before parked requests released them.
-            check(per < 8192, "%s: %.0f B of heap per parked request (bound 8192)" % (
-                front.name, per))
+        # The memory goal holds at any count, loaded machine or not: asserted always. Before
+        # parked requests released their request state it was 4,438 B behind nginx and
+        # 19,036 B on the embedded front end.
+        check(per <= 4096, "%s: %.0f B of heap per parked request > 4096" % (front.name, per))
 
     asyncio.run(run())
     wait_until(lambda: front.parked() == 0, 20, "%s: the lot to empty" % front.name)
