@@ -14,6 +14,7 @@ import harness
 CLIENTS, POSTS = 8, 150
 BOARD_LOCK = "bbs/board/general"
 MAX_TRIES = 400  # stop-and-look attempts per kill
+MAX_LOAD = 20  # clients post at most this many times POSTS while the killer looks
 
 
 def process_state(pid):
@@ -45,13 +46,21 @@ def kill_if_holding(env, pid):
 def test(env, fail):
     port, pids = bbs_common.start_stack(env, processes=3, threads=4)
     stop = threading.Event()
+    # The clients post until the killer is done (at least POSTS each): a post holds the board's
+    # lock only for its read and append (its fsync comes after, group commit), so the load must
+    # last as long as the killer needs to catch a worker holding it.
+    killer_done = threading.Event()
     # The kills are paced by progress, not by the clock, so they land mid-load on any machine.
     progress = threading.Semaphore(0)
 
     def client(c):
         poster = bbs_common.Poster(port)
         acked, failed = [], 0
-        for i in range(POSTS):
+        i = -1
+        while True:
+            i += 1
+            if i >= POSTS and (killer_done.is_set() or i >= POSTS * MAX_LOAD):
+                break
             body = "client %d post %d" % (c, i)
             progress.release()
             try:
@@ -67,6 +76,12 @@ def test(env, fail):
     held_at_kill = []  # per kill: did the registry show the victim holding the board lock
 
     def killer():
+        try:
+            kill_two()
+        finally:
+            killer_done.set()
+
+    def kill_two():
         # Two of the three workers die at different moments of the load: from a quarter and
         # from half of all posts started on, each at a moment it holds the board's lock.
         for pid in pids[:2]:
