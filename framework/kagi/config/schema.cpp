@@ -104,6 +104,11 @@ constexpr std::array kKeys{
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",
             "fsync every commit (crash-durable) or leave it to the kernel"},
+    KeySpec{"data.syncfs_min_files", kInt, "0", 0, 1000000, "",
+            "with data.fsync = always, a group commit round with this many logs or more to flush "
+            "makes one syncfs of data.dir's filesystem (one journal commit) instead of an fsync "
+            "each; it also waits for everything else dirty on that filesystem: for data.dir on a "
+            "filesystem of its own. 0 = always an fsync each"},
     KeySpec{"data.adopt_lock_domain", kBool, "false", 0, 0, "",
             "take over a data.dir recorded for another lock domain (a deliberate move, every "
             "other writer stopped); otherwise such a folder is refused at start"},

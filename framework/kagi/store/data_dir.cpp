@@ -59,7 +59,7 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       fs_(fs),
       walk_(fs, std::move(root), dir_mode_, fsync_),
       damage_(dir_),
-      sync_(fs) {}
+      sync_(fs, options.fsync ? options.syncfs_min_files : 0) {}
 
 DataDir::~DataDir() = default;
 

@@ -85,6 +85,9 @@ struct DataOptions {
   std::string dir = "var/data";  // data.dir: created if missing
   bool fsync = true;             // data.fsync: "always" (true) | "never" (false)
   bool group_readable = false;   // data.group_readable: new files 0640 / dirs 0750, not 0600 / 0700
+  // data.syncfs_min_files: a group commit round with this many logs or more to flush makes one
+  // syncfs of data.dir's filesystem instead of an fsync per log; 0 = always an fsync each.
+  size_t syncfs_min_files = 0;
 };
 
 class DataDir final : public DataStore {

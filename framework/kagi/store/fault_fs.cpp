@@ -87,6 +87,11 @@ int FaultFs::fsync(int fd) {
   return real_fs().fsync(fd);
 }
 
+int FaultFs::syncfs(int fd) {
+  if (int e = tick(Op::kFsync)) return -e;
+  return real_fs().syncfs(fd);
+}
+
 int FaultFs::rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) {
   if (int e = tick(Op::kRename)) return -e;
   return real_fs().rename_at(old_dir, old_name, new_dir, new_name);

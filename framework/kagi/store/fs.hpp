@@ -35,6 +35,9 @@ class FileSystem {
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
   // Return 0, or -errno.
   virtual int fsync(int fd) = 0;
+  // Makes everything written to fd's whole filesystem durable (syncfs(2)): one journal commit
+  // for many files, where an fsync each would commit once per file.
+  virtual int syncfs(int fd) = 0;
   // A hint, not a flush: starts writing the file's dirty pages out now (sync_file_range
   // SYNC_FILE_RANGE_WRITE), so that fsyncs of several files that follow overlap their writes.
   // Errors are ignored (the fsync that follows reports them). Default: nothing.

@@ -73,6 +73,10 @@ STORE_ROWS = [
     ("commit 256 KiB, fsync", "BM_Commit/262144/1", "BM_BareReplace/262144/1", 1.1),
     ("append 100 B, no fsync", "BM_Append/0", "BM_BareAppend/0", None),
     ("append 100 B, fsync", "BM_Append/1", "BM_BareAppend/1", None),
+    ("group commit round over 8 logs: one syncfs, against an fsync per log",
+     "BM_GroupRound8/3", "BM_GroupRound8/0", None),
+    ("the same round with one syncfs, against one append + fsync", "BM_GroupRound8/3",
+     "BM_BareAppend/1", None),
 ]
 
 

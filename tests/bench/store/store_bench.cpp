@@ -5,6 +5,9 @@
 //                                    close, rename, [fsync dir] — the goal is commit ≤ 1.1×
 //   BM_Append/<fsync>                DataDir::append of a 100-byte record
 //   BM_BareAppend/<fsync>            write(O_APPEND) of 100 bytes, [fsync]
+//   BM_GroupRound8/<syncfs_min_files> one group commit round over 8 logs: a record appended to
+//                                    each in one DurableScope, then its wait (an fsync per log
+//                                    with 0, one syncfs with 3)
 //
 // Numbers and the command that produced them: docs/STORAGE.md.
 #include <benchmark/benchmark.h>
@@ -19,6 +22,7 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_dir.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include <kagi/util/log.hpp>
 #include "support/checked_reporter.hpp"
 
@@ -44,7 +48,7 @@ struct Fixture {
   std::unique_ptr<kagi::lock::LockContext> ctx;
   std::unique_ptr<DataDir> data;
 
-  explicit Fixture(bool fsync) {
+  explicit Fixture(bool fsync, size_t syncfs_min_files = 3) {
     kagi::lock::LockOptions options;
     options.dir = (scratch() / "locks").string();
     service = kagi::lock::LockService::create(options);
@@ -52,7 +56,10 @@ struct Fixture {
     who.request_id = "bench";
     ctx = service->context(who);
     std::error_code ec;
-    data = DataDir::open(DataOptions{.dir = (scratch() / "data").string(), .fsync = fsync}, ec);
+    data = DataDir::open(DataOptions{.dir = (scratch() / "data").string(),
+                                     .fsync = fsync,
+                                     .syncfs_min_files = syncfs_min_files},
+                         ec);
     if (!data) std::abort();
   }
 };
@@ -112,11 +119,27 @@ void BM_BareAppend(benchmark::State& state) {
   ::close(fd);
 }
 
+void BM_GroupRound8(benchmark::State& state) {
+  const std::string record(100, 'r');
+  Fixture f(true, static_cast<size_t>(state.range(0)));
+  for (auto _ : state) {
+    kagi::store::DurableScope durable;
+    for (int log = 0; log < 8; ++log) {
+      const std::string name = "group-" + std::to_string(log);
+      auto guard = f.ctx->exclusive("bench/" + name);
+      if (!f.data->append(guard, name + ".log", record).ok()) state.SkipWithError("append failed");
+    }
+    f.ctx->end_request();
+    if (!durable.wait().ok()) state.SkipWithError("flush failed");
+  }
+}
+
 // {bytes, fsync}
 BENCHMARK(BM_Commit)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_BareReplace)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_Append)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_BareAppend)->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK(BM_GroupRound8)->Arg(0)->Arg(3)->UseRealTime();
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -57,9 +58,13 @@ class GroupCommitTest : public ::testing::Test {
     info.request_id = who;
     return service_->context(info);
   }
-  std::unique_ptr<DataDir> open(FileSystem& fsys, const std::string& sub, bool fsync = true) {
+  std::unique_ptr<DataDir> open(FileSystem& fsys, const std::string& sub, bool fsync = true,
+                                size_t syncfs_min_files = 0) {
     std::error_code ec;
-    auto dir = DataDir::open(DataOptions{.dir = (root_ / sub).string(), .fsync = fsync}, fsys, ec);
+    auto dir = DataDir::open(
+        DataOptions{
+            .dir = (root_ / sub).string(), .fsync = fsync, .syncfs_min_files = syncfs_min_files},
+        fsys, ec);
     EXPECT_TRUE(dir) << ec.message();
     return dir;
   }
@@ -199,22 +204,63 @@ struct Trial {
   std::set<std::string> acked, shown;
 };
 
-// 1,000 trials: writers post and readers read one log under DurableScopes while the power goes
-// at a random call; then the log is put back to what the last fsyncs kept. Every acknowledged
-// record and every record a reader was shown must be there.
+// A round over many logs of one filesystem makes one syncfs instead of an fsync per log, from
+// data.syncfs_min_files logs on; below that (or with 0) an fsync each.
+TEST_F(GroupCommitTest, ARoundOverManyLogsMakesOneSyncfs) {
+  for (const size_t min_files : {size_t{0}, size_t{3}, size_t{9}}) {
+    PowerCutFs power;
+    auto dir = open(power, "m" + std::to_string(min_files), true, min_files);
+    ASSERT_TRUE(dir);
+    auto ctx = context("w");
+    for (int round = 0; round < 2; ++round) {  // the first round creates the logs
+      const uint64_t before = dir->group_flushes();
+      DurableScope durable;
+      {
+        auto g = ctx->exclusive("board");
+        for (int l = 0; l < 8; ++l) {
+          ASSERT_TRUE(dir->append(g, "log" + std::to_string(l) + ".log", "r").ok());
+        }
+      }
+      ctx->end_request();
+      ASSERT_TRUE(durable.wait().ok());
+      if (round == 1) {
+        EXPECT_EQ(dir->group_flushes() - before, min_files == 3 ? 1u : 8u)
+            << "syncfs_min_files " << min_files;
+      }
+    }
+    // What the round's flush kept holds each log's second record.
+    for (int l = 0; l < 8; ++l) {
+      struct stat st {};
+      const fs::path log =
+          root_ / ("m" + std::to_string(min_files)) / ("log" + std::to_string(l) + ".log");
+      ASSERT_EQ(::stat(log.c_str(), &st), 0);
+      const std::optional<std::string> kept = power.durable(st);
+      ASSERT_TRUE(kept.has_value());
+      std::ifstream in(log, std::ios::binary);
+      const std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(*kept, now) << log;
+    }
+  }
+}
+
+// 1,000 trials: writers post to three logs and readers read them under DurableScopes while the
+// power goes at a random call; then each log is put back to what the last flushes kept. Every
+// acknowledged record and every record a reader was shown must be there. Every other trial
+// flushes a round of two logs or more with one syncfs instead of an fsync each.
 TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
   std::mt19937 rng(20261127);
-  constexpr int kTrials = 1000, kWriters = 3, kPosts = 4, kReaders = 2;
+  constexpr int kTrials = 1000, kWriters = 3, kPosts = 4, kReaders = 2, kLogs = 3;
+  const auto log_name = [](int i) { return "board" + std::to_string(i) + ".log"; };
   int cut_with_acks = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
     const std::string sub = "t" + std::to_string(trial);
     PowerCutFs power;
-    auto dir = open(power, sub);
+    auto dir = open(power, sub, true, trial % 2 == 1 ? 2 : 0);
     ASSERT_TRUE(dir);
     {
       auto setup = context("setup");
       auto g = setup->exclusive("board");
-      ASSERT_TRUE(dir->append(g, "board.log", "first").ok());
+      for (int i = 0; i < kLogs; ++i) ASSERT_TRUE(dir->append(g, log_name(i), "first").ok());
     }
     power.cut_after(std::uniform_int_distribution<uint64_t>(1, 90)(rng));
     Trial seen;
@@ -224,7 +270,7 @@ TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
         auto ctx = context("w");
         for (int i = 0; i < kPosts; ++i) {
           const std::string rec = std::to_string(w) + "-" + std::to_string(i);
-          if (post(*dir, *ctx, "board.log", rec, w % 2 == 1).ok()) {
+          if (post(*dir, *ctx, log_name((w + i) % kLogs), rec, w % 2 == 1).ok()) {
             std::lock_guard lock(seen.mu);
             seen.acked.insert(rec);
           }
@@ -236,35 +282,48 @@ TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
         auto ctx = context("r");
         for (int i = 0; i < kPosts; ++i) {
           DurableScope durable;
-          std::optional<Result<std::vector<std::string>>> got;
+          std::vector<std::string> got;
+          bool read_all = true;
           {
             auto g = ctx->shared("board");
-            got.emplace(dir->read_log(g, "board.log"));
+            for (int l = 0; l < kLogs; ++l) {
+              auto records = dir->read_log(g, log_name((i + l) % kLogs));
+              if (!records.ok()) {
+                read_all = false;
+                break;
+              }
+              got.insert(got.end(), records.value().begin(), records.value().end());
+            }
           }
           ctx->end_request();
-          if (got->ok() && durable.wait().ok()) {
+          if (read_all && durable.wait().ok()) {
             std::lock_guard lock(seen.mu);
-            seen.shown.insert(got->value().begin(), got->value().end());
+            seen.shown.insert(got.begin(), got.end());
           }
         }
       });
     }
     for (auto& th : threads) th.join();
 
-    // The power cut: the log holds what its last completed fsync kept.
-    const fs::path log = root_ / sub / "board.log";
-    struct stat st {};
-    ASSERT_EQ(::stat(log.c_str(), &st), 0);
-    const std::optional<std::string> kept = power.durable(st);
-    ASSERT_TRUE(kept.has_value()) << "the log's creation was synced";
+    // The power cut: each log holds what its last completed flush kept.
     dir.reset();
-    std::ofstream(log, std::ios::binary | std::ios::trunc) << *kept;
+    for (int l = 0; l < kLogs; ++l) {
+      const fs::path log = root_ / sub / log_name(l);
+      struct stat st {};
+      ASSERT_EQ(::stat(log.c_str(), &st), 0);
+      const std::optional<std::string> kept = power.durable(st);
+      ASSERT_TRUE(kept.has_value()) << "the log's creation was synced";
+      std::ofstream(log, std::ios::binary | std::ios::trunc) << *kept;
+    }
 
     auto after = open(real_fs(), sub, false);
     auto ctx = context("after");
     auto g = ctx->shared("board");
-    const auto records = after->read_log(g, "board.log").value();
-    const std::set<std::string> survived(records.begin(), records.end());
+    std::set<std::string> survived;
+    for (int l = 0; l < kLogs; ++l) {
+      const auto records = after->read_log(g, log_name(l)).value();
+      survived.insert(records.begin(), records.end());
+    }
     for (const auto& rec : seen.acked) {
       ASSERT_TRUE(survived.contains(rec))
           << "trial " << trial << ": acknowledged '" << rec << "' was lost in the power cut";

@@ -1,7 +1,8 @@
 // tests/unit/store/power_cut_fs.hpp — a FileSystem that can lose power.
 //
 // Every call goes to the real filesystem, and each fsync first copies the file as it stands at
-// the call (what a real fsync promises: the writes made before it). After cut_after(n), the nth
+// the call (what a real fsync promises: the writes made before it); a syncfs copies every file
+// of that filesystem opened through here. After cut_after(n), the nth
 // call from then and every later one fail with EIO, as on a machine that died. durable() then
 // gives each file's bytes as of its last completed fsync: what a power cut would have kept.
 #pragma once
@@ -14,8 +15,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <kagi/store/fs.hpp>
 
@@ -46,7 +49,12 @@ class PowerCutFs final : public FileSystem {
 
   int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {
     if (down()) return -EIO;
-    return real_fs().open_at(dir_fd, name, flags, mode);
+    const int fd = real_fs().open_at(dir_fd, name, flags, mode);
+    if (fd >= 0) {
+      std::lock_guard lock(mu_);
+      opened_.insert(fd);  // numbers may be reused once closed: flush() looks at what is there
+    }
+    return fd;
   }
   ssize_t write(int fd, const void* data, size_t size) override {
     if (down()) return -EIO;
@@ -61,35 +69,23 @@ class PowerCutFs final : public FileSystem {
     return real_fs().pread(fd, buf, size, offset);
   }
   int fsync(int fd) override {
-    // The copy is what the call covers: the writes made before it started. Copies are taken
-    // and numbered under one mutex, so a higher number is always a later copy: of two fsyncs
-    // running at once, the later copy wins whichever completes last.
     struct stat st {};
-    std::string bytes;
-    uint64_t taken = 0;
-    ssize_t got = 0;
+    if (real_fs().fstat(fd, &st) < 0) return -EBADF;
+    return flush({fd}, [&] { return real_fs().fsync(fd); });
+  }
+  // Keeps every file of that filesystem opened through here (those the flushes may cover).
+  int syncfs(int fd) override {
+    struct stat target {};
+    if (real_fs().fstat(fd, &target) < 0) return -EBADF;
+    std::vector<int> same_fs;
     {
       std::lock_guard lock(mu_);
-      if (real_fs().fstat(fd, &st) < 0) return -EBADF;
-      bytes.resize(static_cast<size_t>(st.st_size));
-      got = ::pread(fd, bytes.data(), bytes.size(), 0);
-      taken = ++copies_;
-    }
-    if (down()) return -EIO;
-    if (got >= 0) bytes.resize(static_cast<size_t>(got));
-    const int r = real_fs().fsync(fd);
-    if (r < 0) return r;
-    std::lock_guard lock(mu_);
-    if (dead_) return -EIO;  // the power went while it ran: it never completed
-    if (S_ISREG(st.st_mode)) {
-      auto& [copy, number] = synced_[{st.st_dev, st.st_ino}];
-      if (taken > number) {
-        copy = std::move(bytes);
-        number = taken;
+      for (int open : opened_) {
+        struct stat st {};
+        if (real_fs().fstat(open, &st) == 0 && st.st_dev == target.st_dev) same_fs.push_back(open);
       }
     }
-    ++fsyncs_;
-    return 0;
+    return flush(same_fs, [&] { return real_fs().syncfs(fd); });
   }
   int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override {
     if (down()) return -EIO;
@@ -118,6 +114,43 @@ class PowerCutFs final : public FileSystem {
   int close(int fd) override { return real_fs().close(fd); }
 
  private:
+  // A flush covering `fds` (`real` does it): the copies are what the call covers, the files as
+  // they stand when it starts. Copies are taken and numbered under one mutex, so a higher
+  // number is always a later copy: of two flushes running at once, the later copy wins
+  // whichever completes last.
+  template <class Flush>
+  int flush(const std::vector<int>& fds, Flush real) {
+    std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> copies;
+    uint64_t taken = 0;
+    {
+      std::lock_guard lock(mu_);
+      for (int fd : fds) {
+        struct stat st {};
+        if (real_fs().fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) continue;
+        std::string bytes(static_cast<size_t>(st.st_size), '\0');
+        const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), 0);
+        if (got < 0) continue;
+        bytes.resize(static_cast<size_t>(got));
+        copies.emplace_back(std::make_pair(st.st_dev, st.st_ino), std::move(bytes));
+      }
+      taken = ++copies_;
+    }
+    if (down()) return -EIO;
+    const int r = real();
+    if (r < 0) return r;
+    std::lock_guard lock(mu_);
+    if (dead_) return -EIO;  // the power went while it ran: it never completed
+    for (auto& [file, bytes] : copies) {
+      auto& [copy, number] = synced_[file];
+      if (taken > number) {
+        copy = std::move(bytes);
+        number = taken;
+      }
+    }
+    ++fsyncs_;
+    return 0;
+  }
+
   // Counts the call; true once the power is gone.
   bool down() {
     std::lock_guard lock(mu_);
@@ -134,6 +167,7 @@ class PowerCutFs final : public FileSystem {
   uint64_t copies_ = 0;
   // Per file: the bytes the latest-started completed fsync kept, and that copy's number.
   std::map<std::pair<dev_t, ino_t>, std::pair<std::string, uint64_t>> synced_;
+  std::set<int> opened_;  // descriptors open_at gave out
 };
 
 }  // namespace kagi::store::testing

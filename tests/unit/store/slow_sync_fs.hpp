@@ -42,17 +42,12 @@ class SlowSyncFs final : public FileSystem {
   int fsyncs() const { return fsyncs_.load(); }
 
   int fsync(int fd) override {
-    const bool matches = suffix_matches(fd);
-    if (matches) {
-      std::unique_lock lock(mu_);
-      ++waiting_;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return !held_; });
-      --waiting_;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    ++fsyncs_;
+    slow_down(fd);
     return real_fs().fsync(fd);
+  }
+  int syncfs(int fd) override {
+    slow_down(fd);
+    return real_fs().syncfs(fd);
   }
   int open_at(int d, const char* n, int f, mode_t m) override {
     return real_fs().open_at(d, n, f, m);
@@ -78,6 +73,19 @@ class SlowSyncFs final : public FileSystem {
   int close(int fd) override { return real_fs().close(fd); }
 
  private:
+  // Each flush (an fsync or a syncfs through a file of the filesystem) takes 3 ms, and waits
+  // first while held (for a file whose path ends with the held suffix).
+  void slow_down(int fd) {
+    if (suffix_matches(fd)) {
+      std::unique_lock lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !held_; });
+      --waiting_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    ++fsyncs_;
+  }
   bool suffix_matches(int fd) {
     std::string suffix;
     {

@@ -4,8 +4,9 @@
 // A writer appends its record without flushing, releases its lock, and only then asks for the
 // record to be durable (submit(), or the blocking sync()). One flush thread per GroupSync
 // (started on first use) takes everything asked for since its last round, makes one fsync per
-// file (covering every record written to the file before the call), and then answers every
-// request of the round. Requests arriving during a round wait for the next one.
+// file (covering every record written to the file before the call) — or, for many files of one
+// filesystem, one syncfs for them all — and then answers every request of the round. Requests
+// arriving during a round wait for the next one.
 //
 // The GroupSync also remembers how far this process knows each file durable, so a reader can
 // tell cheaply whether what it read could still be lost (durable()). Files are told apart by
@@ -51,7 +52,10 @@ struct SyncNeed {
 
 class GroupSync {
  public:
-  explicit GroupSync(FileSystem& fs) : fs_(fs) {}
+  // A round with `syncfs_min_files` files or more on one filesystem flushes them with one
+  // syncfs (one journal commit for all) instead of an fsync each; 0: always an fsync each.
+  explicit GroupSync(FileSystem& fs, size_t syncfs_min_files = 0)
+      : fs_(fs), syncfs_min_files_(syncfs_min_files) {}
   ~GroupSync();  // drains what was submitted, then stops the flush thread
   GroupSync(const GroupSync&) = delete;
   GroupSync& operator=(const GroupSync&) = delete;
@@ -71,7 +75,7 @@ class GroupSync {
   // Waits until everything submitted so far has been flushed and its `done` has run.
   void drain() KAGI_EXCLUDES(mu_);
 
-  // fsync calls made so far (what the group saved shows against the requests).
+  // fsync and syncfs calls made so far (what the group saved shows against the requests).
   uint64_t flushes() const KAGI_EXCLUDES(mu_);
 
  private:
@@ -87,6 +91,7 @@ class GroupSync {
   void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
 
   FileSystem& fs_;
+  const size_t syncfs_min_files_;
   mutable util::Mutex mu_;
   uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
   // The flush thread's queue.
