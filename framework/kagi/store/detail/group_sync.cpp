@@ -141,8 +141,8 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
   uint64_t calls = 0;
   for (auto& [dev, group] : by_filesystem) {
     if (syncfs_min_files_ != 0 && group.size() >= syncfs_min_files_) {
-      // Each fsync would commit the filesystem's journal once (8 files on ext4: about 5x the
-      // time of one syncfs, which commits it once for all of them).
+      // Each fsync waits for the device on its own (on ext4, one journal commit each); one
+      // syncfs waits once for all of them (BM_GroupRound8: 8 logs in 492 µs against 874).
       const int r = fs_.syncfs(group.front()->fd);
       for (File* f : group) {
         f->error = r < 0 ? -r : 0;
