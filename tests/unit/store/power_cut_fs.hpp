@@ -7,6 +7,7 @@
 // gives each file's bytes as of its last completed fsync: what a power cut would have kept.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,8 +52,12 @@ class PowerCutFs final : public FileSystem {
     if (down()) return -EIO;
     const int fd = real_fs().open_at(dir_fd, name, flags, mode);
     if (fd >= 0) {
+      // By path: a syncfs must not touch descriptors other threads may be closing.
+      char path[4096];
+      const std::string link = "/proc/self/fd/" + std::to_string(fd);
+      const ssize_t n = ::readlink(link.c_str(), path, sizeof path);
       std::lock_guard lock(mu_);
-      opened_.insert(fd);  // numbers may be reused once closed: flush() looks at what is there
+      if (n > 0) opened_.emplace(path, static_cast<size_t>(n));
     }
     return fd;
   }
@@ -73,19 +78,31 @@ class PowerCutFs final : public FileSystem {
     if (real_fs().fstat(fd, &st) < 0) return -EBADF;
     return flush({fd}, [&] { return real_fs().fsync(fd); });
   }
-  // Keeps every file of that filesystem opened through here (those the flushes may cover).
+  // Keeps every file of that filesystem opened through here (those the flushes may cover), as
+  // it stands at the call: each is opened again by its path, so the copy touches no descriptor
+  // of another thread.
   int syncfs(int fd) override {
     struct stat target {};
     if (real_fs().fstat(fd, &target) < 0) return -EBADF;
-    std::vector<int> same_fs;
+    std::vector<std::string> paths;
     {
       std::lock_guard lock(mu_);
-      for (int open : opened_) {
-        struct stat st {};
-        if (real_fs().fstat(open, &st) == 0 && st.st_dev == target.st_dev) same_fs.push_back(open);
+      paths.assign(opened_.begin(), opened_.end());
+    }
+    std::vector<int> own;
+    for (const std::string& path : paths) {
+      const int copy_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      if (copy_fd < 0) continue;
+      if (::fstat(copy_fd, &st) == 0 && st.st_dev == target.st_dev) {
+        own.push_back(copy_fd);
+      } else {
+        ::close(copy_fd);
       }
     }
-    return flush(same_fs, [&] { return real_fs().syncfs(fd); });
+    const int r = flush(own, [&] { return real_fs().syncfs(fd); });
+    for (int copy_fd : own) ::close(copy_fd);
+    return r;
   }
   int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override {
     if (down()) return -EIO;
@@ -167,7 +184,7 @@ class PowerCutFs final : public FileSystem {
   uint64_t copies_ = 0;
   // Per file: the bytes the latest-started completed fsync kept, and that copy's number.
   std::map<std::pair<dev_t, ino_t>, std::pair<std::string, uint64_t>> synced_;
-  std::set<int> opened_;  // descriptors open_at gave out
+  std::set<std::string> opened_;  // paths of the files open_at opened
 };
 
 }  // namespace kagi::store::testing
