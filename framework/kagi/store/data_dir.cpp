@@ -59,7 +59,7 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       fs_(fs),
       walk_(fs, std::move(root), dir_mode_, fsync_),
       damage_(dir_),
-      sync_(fs, options.fsync ? options.syncfs_min_files : 0) {}
+      sync_(fs, options.syncfs_min_files) {}
 
 DataDir::~DataDir() = default;
 
@@ -213,9 +213,10 @@ Status DataDir::require_durable(std::string_view path, util::UniqueFd fd,
     scope->add(sync_, std::move(need));
     return {};
   }
-  std::vector<detail::SyncNeed> needs;
-  needs.push_back(std::move(need));
-  return sync_.sync(std::move(needs));
+  // Outside a request: a scope of its own, waited for now.
+  DurableScope scope;
+  scope.add(sync_, std::move(need));
+  return scope.wait();
 }
 
 std::unique_ptr<ChangeFeed> DataDir::watch(std::string_view folder, std::error_code& ec) const {

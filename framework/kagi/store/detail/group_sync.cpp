@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <future>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -46,13 +45,6 @@ void GroupSync::mark_locked(const FileId& id, uint64_t end) {
 uint64_t GroupSync::flushes() const {
   util::MutexLock lock(mu_);
   return flushes_;
-}
-
-Status GroupSync::sync(std::vector<SyncNeed> needs) {
-  std::promise<Status> answer;
-  std::future<Status> answered = answer.get_future();
-  submit(std::move(needs), [&answer](Status s) { answer.set_value(std::move(s)); });
-  return answered.get();
 }
 
 GroupSync::~GroupSync() {
@@ -136,11 +128,18 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
       f.end = std::max(f.end, need.end);
     }
   }
-  std::unordered_map<dev_t, std::vector<File*>> by_filesystem;
-  for (auto& [id, f] : files) by_filesystem[id.dev].push_back(&f);
   uint64_t calls = 0;
-  for (auto& [dev, group] : by_filesystem) {
-    if (syncfs_min_files_ != 0 && group.size() >= syncfs_min_files_) {
+  std::vector<File*> each;  // flushed by an fsync of their own
+  if (syncfs_min_files_ == 0 || files.size() < syncfs_min_files_) {
+    for (auto& [id, f] : files) each.push_back(&f);
+  } else {
+    std::unordered_map<dev_t, std::vector<File*>> by_filesystem;
+    for (auto& [id, f] : files) by_filesystem[id.dev].push_back(&f);
+    for (auto& [dev, group] : by_filesystem) {
+      if (group.size() < syncfs_min_files_) {
+        each.insert(each.end(), group.begin(), group.end());
+        continue;
+      }
       // Each fsync waits for the device on its own (on ext4, one journal commit each); one
       // syncfs waits once for all of them (BM_GroupRound8: 8 logs in 492 µs against 874).
       const int r = fs_.syncfs(group.front()->fd);
@@ -149,18 +148,17 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
         f->call = "syncfs";
       }
       ++calls;
-      continue;
     }
-    // Several files: start all their writes first, so that the fsyncs below overlap on the
-    // disk instead of each waiting for its own.
-    if (group.size() > 1) {
-      for (const File* f : group) fs_.start_writeback(f->fd);
-    }
-    for (File* f : group) {
-      const int r = fs_.fsync(f->fd);
-      f->error = r < 0 ? -r : 0;
-      ++calls;
-    }
+  }
+  // Several files: start all their writes first, so that the fsyncs below overlap on the disk
+  // instead of each waiting for its own.
+  if (each.size() > 1) {
+    for (const File* f : each) fs_.start_writeback(f->fd);
+  }
+  for (File* f : each) {
+    const int r = fs_.fsync(f->fd);
+    f->error = r < 0 ? -r : 0;
+    ++calls;
   }
   {
     util::MutexLock lock(mu_);

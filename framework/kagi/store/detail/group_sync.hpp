@@ -2,9 +2,9 @@
 // per file, the way a database's write-ahead log flushes for every transaction in a batch.
 //
 // A writer appends its record without flushing, releases its lock, and only then asks for the
-// record to be durable (submit(), or the blocking sync()). One flush thread per GroupSync
-// (started on first use) takes everything asked for since its last round, makes one fsync per
-// file (covering every record written to the file before the call) — or, for many files of one
+// record to be durable (submit(); DurableScope::wait() is the blocking form). One flush thread per
+// GroupSync (started on first use) takes everything asked for since its last round, makes one fsync
+// per file (covering every record written to the file before the call) — or, for many files of one
 // filesystem, one syncfs for them all — and then answers every request of the round. Requests
 // arriving during a round wait for the next one.
 //
@@ -70,8 +70,6 @@ class GroupSync {
   // request's worker thread is then free while its answer waits, so more requests share a round.
   // Called on the flush thread itself (from a `done`), it flushes there and then.
   void submit(std::vector<SyncNeed> needs, std::function<void(Status)> done) KAGI_EXCLUDES(mu_);
-  // The blocking form: returns once every need is durable, or with the first failure.
-  Status sync(std::vector<SyncNeed> needs) KAGI_EXCLUDES(mu_);
   // Waits until everything submitted so far has been flushed and its `done` has run.
   void drain() KAGI_EXCLUDES(mu_);
 
