@@ -3,6 +3,7 @@ from the lock registry, read while the worker is stopped): no acknowledged post 
 survivors serve on, the lock is not waited for, and the board still reads (a torn append
 left by a killed writer is skipped)."""
 
+import itertools
 import os
 import signal
 import threading
@@ -56,9 +57,7 @@ def test(env, fail):
     def client(c):
         poster = bbs_common.Poster(port)
         acked, failed = [], 0
-        i = -1
-        while True:
-            i += 1
+        for i in itertools.count():
             if i >= POSTS and (killer_done.is_set() or i >= POSTS * MAX_LOAD):
                 break
             body = "client %d post %d" % (c, i)

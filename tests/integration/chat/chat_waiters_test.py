@@ -38,8 +38,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (check, free_port, http, parse_response, percentile, run_site,
-                     wait_until)  # noqa: E402
+from harness import (check, free_port, http, parse_response, percentile, run_site,  # noqa: E402
+                     wait_until)
 
 ROOM = "lobby"
 SETS = ["data.fsync=never", "chat.rooms=lobby,other", "test.routes=true",
@@ -131,6 +131,12 @@ def measure(front, count, strict):
             if len(answered) == count:
                 all_answered.set()
 
+        def check_none_answered(when):
+            early = [w for w in waiters if w.arrived is not None]
+            check(not early, "%s: a poll was answered %s: %r" % (
+                front.name, when, early and bytes(early[0].data[:200])))
+            check(not answered, "%s: a poll's connection closed %s" % (front.name, when))
+
         t_park = time.monotonic()
         while len(waiters) < count:
             n = min(BATCH, count - len(waiters))
@@ -143,11 +149,7 @@ def measure(front, count, strict):
             while front.parked_total() < target:
                 check(time.monotonic() < deadline, "%s: %d of %d polls parked after 60 s" % (
                     front.name, front.parked_total() - parked0, len(waiters)))
-                early = [w for w in waiters if w.arrived is not None]
-                check(not early, "%s: a poll was answered before any message: %r" % (
-                    front.name, early and bytes(early[0].data[:200])))
-                check(not answered, "%s: a poll's connection closed before any message" %
-                      front.name)
+                check_none_answered("before any message")
                 await asyncio.sleep(0.05)
         print("%s: %d long-polls parked in %.1f s" % (front.name, count,
                                                       time.monotonic() - t_park))
@@ -166,8 +168,7 @@ def measure(front, count, strict):
         page_p99 = percentile(times, 99)
         print("%s: other pages while parked: p50 %.1f ms, p99 %.1f ms (goal p99 <= 20 ms)" % (
             front.name, percentile(times, 50) * 1000, page_p99 * 1000))
-        check(not answered and not any(w.arrived is not None for w in waiters),
-              "%s: a poll was answered before any message" % front.name)
+        check_none_answered("before any message")
 
         profiler = start_profile(front.name)
         t0 = time.monotonic()
