@@ -20,6 +20,7 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/util/json.hpp>
 #include <kagi/util/password.hpp>
+#include <kagi/view/page_cache.hpp>
 #include <kagi/view/views.hpp>
 #include "bbs/board.hpp"
 #include "bbs/edit.hpp"
@@ -41,17 +42,20 @@ using bbs::Settings;
 
 // --- pages ------------------------------------------------------------------------------
 
-// Renders a board page from a state read under the board's lock. `form` refills the post
-// form after a validation error.
-Response render_board(Context& ctx, const Settings& s, const std::string& board,
-                      const BoardState& state, int64_t page, const bbs::PostInput* form,
-                      std::string_view error, int status) {
-  view::Dict dict;
+int64_t board_pages(const Settings& s, const BoardState& state) {
+  const auto posts = static_cast<int64_t>(state.items.size());
+  const auto size = static_cast<int64_t>(s.page_size);
+  return std::max<int64_t>(1, (posts + size - 1) / size);
+}
+
+// Fills a board page's values from a state read under the board's lock. `form` refills the
+// post form after a validation error. `page` is clamped to the pages there are.
+void fill_board(view::Dict& dict, const Settings& s, const std::string& board,
+                const BoardState& state, int64_t page, const bbs::PostInput* form,
+                std::string_view error) {
   dict.set("BOARD", board);
   dict.set("TOTAL", static_cast<int64_t>(state.items.size()));
-  const int64_t pages =
-      std::max<int64_t>(1, (static_cast<int64_t>(state.items.size()) + s.page_size - 1) /
-                               static_cast<int64_t>(s.page_size));
+  const int64_t pages = board_pages(s, state);
   page = std::min(page, pages);
   dict.set("PAGE", page);
   dict.set("PAGES", pages);
@@ -79,7 +83,14 @@ Response render_board(Context& ctx, const Settings& s, const std::string& board,
     dict.set("FORM_SUBJECT", form->subject);
     dict.set("FORM_BODY", form->body);
   }
-  return ctx.render("bbs/board.html", dict, status);
+}
+
+// The post form again, with what was sent and why it was refused (400).
+Response refuse_post(Context& ctx, const Settings& s, const std::string& board,
+                     const BoardState& state, const bbs::PostInput& form, std::string_view error) {
+  view::Dict dict;
+  fill_board(dict, s, board, state, 1, &form, error);
+  return ctx.render("bbs/board.html", dict, 400);
 }
 
 // GET /bbs/ — every board's count and last post time. Reads all boards, so it takes all their
@@ -111,7 +122,12 @@ Response show(const Settings& s, Request& req, Context& ctx) {
 
   auto guard = ctx.locks.shared(bbs::board_lock_name(board));  // readers share the lock
   BoardState state = bbs::read_board(*s.cache, ctx.data, guard, board);
-  return render_board(ctx, s, board, state, page, nullptr, "", 200);
+  // The page is the same for every reader until the board changes (but for each reader's
+  // CSRF token): rendered once per state of the board, then copied (view/page_cache.hpp).
+  const int64_t shown = std::min(page, board_pages(s, state));
+  return ctx.render_cached(
+      *s.pages, board + '/' + std::to_string(shown), state.version, "bbs/board.html",
+      [&](view::Dict& dict) { fill_board(dict, s, board, state, shown, nullptr, ""); });
 }
 
 [[noreturn]] void posting_too_fast(int64_t wait_s) {
@@ -129,8 +145,8 @@ Response post(const Settings& s, Request& req, Context& ctx) {
   if (form.bad_encoding) throw HttpError(400, form.error);
   if (!form.error.empty()) {
     auto guard = ctx.locks.shared(bbs::board_lock_name(board));
-    return render_board(ctx, s, board, bbs::read_board(*s.cache, ctx.data, guard, board), 1,
-                        &form.input, form.error, 400);
+    return refuse_post(ctx, s, board, bbs::read_board(*s.cache, ctx.data, guard, board), form.input,
+                       form.error);
   }
   const std::string client = bbs::client_tag(req.client_address, s.secret);
   const int64_t now = unix_now();
@@ -306,6 +322,7 @@ void mount_bbs(App& app) {
   s->keep = static_cast<size_t>(conf.get_int("bbs.keep"));
   s->cache = bbs::make_board_cache(s->keep);
   s->page_size = static_cast<size_t>(conf.get_int("bbs.page_size"));
+  s->pages = std::make_unique<view::PageCache>(static_cast<size_t>(conf.get_int("bbs.page_cache")));
   s->flood_interval_s = conf.get_int("bbs.flood_interval_s");
   s->limits = bbs::InputLimits::from(conf);
   s->edit_ttl = std::chrono::seconds(conf.get_int("bbs.edit_ttl_s"));
@@ -344,6 +361,9 @@ constexpr config::KeySpec kBbsKeys[] = {
     config::KeySpec{"bbs.boards", kStringList, "general", 0, 0, "", "board names"},
     config::KeySpec{"bbs.keep", kInt, "1000", 1, 10000000, "", "posts kept per board"},
     config::KeySpec{"bbs.page_size", kInt, "20", 1, 1000, "", "posts per page"},
+    config::KeySpec{"bbs.page_cache", kInt, "256", 0, 100000, "",
+                    "rendered board pages kept per process until their board changes (0 = "
+                    "render every time)"},
     config::KeySpec{"bbs.flood_interval_s", kInt, "10", 0, 86400, "",
                     "least seconds between posts from one client address (0 = off)"},
     config::KeySpec{"bbs.max_name_chars", kInt, "64", 1, 10000, "", "longest name"},

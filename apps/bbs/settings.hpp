@@ -11,6 +11,7 @@
 
 #include <kagi/app/context.hpp>
 #include <kagi/util/secret.hpp>
+#include <kagi/view/page_cache.hpp>
 #include "bbs/board.hpp"
 #include "bbs/input.hpp"
 #include "bbs/throttle.hpp"
@@ -24,6 +25,7 @@ struct Settings {
   size_t keep = 1000;
   std::unique_ptr<BoardCache> cache;  // made once bbs.keep is known
   size_t page_size = 20;
+  std::unique_ptr<view::PageCache> pages;  // rendered board pages (bbs.page_cache)
   int64_t flood_interval_s = 10;
   InputLimits limits;
   util::Secret secret;  // keys the client tags (the app's server secret)

@@ -21,6 +21,7 @@
 #include <kagi/store/pg_data_store.hpp>
 #include <kagi/util/log.hpp>
 #include <kagi/util/random.hpp>
+#include <kagi/view/page_cache.hpp>
 #include <kagi/view/views.hpp>
 
 namespace kagi {
@@ -372,6 +373,24 @@ bool Context::csrf_proven(const http::Request& request) const {
 Response Context::render(std::string_view name, view::Dict& dict, int status) const {
   dict.set("CSRF", csrf_token_);
   return Response::html(views.render(name, dict), status);
+}
+
+Response Context::render_cached(view::PageCache& cache, const std::string& key, uint64_t version,
+                                std::string_view name,
+                                const std::function<void(view::Dict&)>& fill) const {
+  if (!view::pastable_token(csrf_token_)) {  // never for kagi's hex tokens: kept correct anyway
+    view::Dict dict;
+    fill(dict);
+    return render(name, dict);
+  }
+  std::shared_ptr<const view::CachedPage> page = cache.find(key, version);
+  if (!page) {
+    view::Dict dict;
+    fill(dict);
+    dict.set("CSRF", cache.marker());
+    page = cache.store(key, version, views.render(name, dict));
+  }
+  return Response::html(page->with_token(csrf_token_));
 }
 
 Deferred Context::defer() {

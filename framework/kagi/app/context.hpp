@@ -10,6 +10,8 @@
 //   }                                                          // released here
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +34,7 @@ class LockManager;
 namespace view {
 class Views;
 class Dict;
+class PageCache;
 }  // namespace view
 
 class Responder;
@@ -92,6 +95,15 @@ class Context {
   // Renders templates/<name> with `dict` (auto-escaped) into an HTML response. The CSRF
   // token is available in every template as {{CSRF}}.
   Response render(std::string_view name, view::Dict& dict, int status = 200) const;
+
+  // render() for a page that shows nothing but shared state at `version` (e.g. a board's
+  // store::NumberedLog::version, read under its lock) and the CSRF token: the first request
+  // renders it with the values `fill` sets, and later ones at the same version get the copy
+  // `cache` kept, with their own token pasted in (view/page_cache.hpp). `key` names the page
+  // within the cache (e.g. board and page number). Call it while holding the lock that keeps
+  // the state at `version`.
+  Response render_cached(view::PageCache& cache, const std::string& key, uint64_t version,
+                         std::string_view name, const std::function<void(view::Dict&)>& fill) const;
 
   // Parks the request: whatever the handler returns is ignored and the request stays open
   // until the returned Deferred is completed. The lock context is still released when the

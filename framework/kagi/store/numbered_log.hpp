@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -43,15 +44,24 @@ namespace kagi::store {
 // change the file while we hold its lock). Copy what you keep past the guard.
 template <typename Item>
 struct NumberedLog {
-  std::span<const Item> items;        // oldest first; at most `keep`
-  int64_t last_id = 0;                // highest id ever given
-  size_t records = 0;                 // records in the log (decides when to compact)
+  std::span<const Item> items;  // oldest first; at most `keep`
+  int64_t last_id = 0;          // highest id ever given
+  size_t records = 0;           // records in the log (decides when to compact)
+  // Names what `items` and `last_id` hold: a read that finds them changed gets a new number,
+  // never used before in this process, and an unchanged log keeps its number. Keys what is
+  // made from the items (view::PageCache: a rendered board page).
+  uint64_t version = 0;
   std::shared_ptr<const void> owner;  // keeps `items` alive
 };
 
 namespace detail {
 inline constexpr std::string_view kHighWaterTag = "meta1";
+// Every NumberedLogCache of the process draws its versions here, so no two states share one.
+inline std::atomic<uint64_t> next_log_version{1};
+inline uint64_t new_log_version() {
+  return next_log_version.fetch_add(1, std::memory_order_relaxed);
 }
+}  // namespace detail
 
 template <typename Item>
 class NumberedLogCache {
@@ -88,14 +98,17 @@ class NumberedLogCache {
       entry->last_id = 0;
       entry->records = 0;
       entry->cursor = LogCursor{};
+      entry->version = detail::new_log_version();
       throw;
     }
     entry->cursor = cursor;
+    if (tail.restarted || !tail.records.empty()) entry->version = detail::new_log_version();
     NumberedLog<Item> log;
     const size_t shown = std::min(entry->items.size(), keep_);
     log.items = std::span<const Item>(entry->items).last(shown);
     log.last_id = entry->last_id;
     log.records = entry->records;
+    log.version = entry->version;
     log.owner = entry;
     return log;
   }
@@ -110,6 +123,7 @@ class NumberedLogCache {
     std::vector<Item> items KAGI_GUARDED_BY(mu);
     int64_t last_id KAGI_GUARDED_BY(mu) = 0;
     size_t records KAGI_GUARDED_BY(mu) = 0;
+    uint64_t version KAGI_GUARDED_BY(mu) = detail::new_log_version();
   };
   static constexpr size_t kMaxEntries = 1024;
 

@@ -1,5 +1,7 @@
 #include <kagi/util/json.hpp>
 
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -22,63 +24,74 @@ size_t utf8_sequence(std::string_view s, size_t i) {
   return len;
 }
 
+// Printable ASCII that stands in a JSON string as it is: everything but the quote, the
+// backslash and the three HTML-significant bytes. Runs of these are copied in one append.
+constexpr std::array<bool, 256> kPlain = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x7F; ++c) plain[static_cast<size_t>(c)] = true;
+  for (char c : {'"', '\\', '<', '>', '&'}) plain[static_cast<unsigned char>(c)] = false;
+  return plain;
+}();
+
+void append_escape(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default: {  // '<', '>', '&' and the other control characters
+      static constexpr char kHex[] = "0123456789abcdef";
+      const char escaped[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
+      out.append(escaped, sizeof escaped);
+    }
+  }
+}
+
 }  // namespace
+
+void append_json_quoted(std::string& out, std::string_view text) {
+  out += '"';
+  size_t run = 0;  // start of the bytes not yet copied
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (kPlain[u]) {
+      ++i;
+      continue;
+    }
+    if (u >= 0x80) {
+      if (size_t len = utf8_sequence(text, i)) {  // valid UTF-8 stays in the run
+        i += len;
+        continue;
+      }
+    }
+    out.append(text.data() + run, i - run);
+    if (u >= 0x80) {
+      out += "\\ufffd";
+    } else {
+      append_escape(out, u);
+    }
+    run = ++i;
+  }
+  out.append(text.data() + run, i - run);
+  out += '"';
+}
 
 std::string json_quote(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
-  out += '"';
-  for (size_t i = 0; i < text.size();) {
-    char c = text[i];
-    auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      size_t len = utf8_sequence(text, i);
-      if (len == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else {
-        out.append(text.substr(i, len));
-        i += len;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '<':
-        out += "\\u003c";
-        break;
-      case '>':
-        out += "\\u003e";
-        break;
-      case '&':
-        out += "\\u0026";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-    ++i;
-  }
-  out += '"';
+  append_json_quoted(out, text);
   return out;
 }
 
@@ -111,25 +124,36 @@ JsonWriter& JsonWriter::end_array() {
 }
 JsonWriter& JsonWriter::key(std::string_view name) {
   separate();
-  out_ += json_quote(name);
+  append_json_quoted(out_, name);
   out_ += ':';
   need_comma_ = false;  // the value follows without a comma
   return *this;
 }
 JsonWriter& JsonWriter::value(std::string_view text) {
   separate();
-  out_ += json_quote(text);
+  append_json_quoted(out_, text);
   return *this;
 }
 JsonWriter& JsonWriter::value(int64_t number) {
   separate();
-  out_ += std::to_string(number);
+  append_integer(number);
   return *this;
 }
 JsonWriter& JsonWriter::value(uint64_t number) {
   separate();
-  out_ += std::to_string(number);
+  append_integer(number);
   return *this;
+}
+JsonWriter& JsonWriter::raw(std::string_view json) {
+  separate();
+  out_ += json;
+  return *this;
+}
+template <typename Integer>
+void JsonWriter::append_integer(Integer number) {
+  char buf[24];  // the longest int64 or uint64 is 20 characters
+  const auto end = std::to_chars(buf, buf + sizeof buf, number).ptr;
+  out_.append(buf, static_cast<size_t>(end - buf));
 }
 JsonWriter& JsonWriter::value(double number) {
   separate();

@@ -16,6 +16,8 @@ namespace kagi::util {
 // backslashes are escaped, and so are '<', '>' and '&' (as \u003c ...), so the output is also
 // safe inside an HTML <script> block. Invalid UTF-8 bytes are replaced by U+FFFD.
 std::string json_quote(std::string_view text);
+// The same, appended to `out` (no string of its own: the writer's path).
+void append_json_quoted(std::string& out, std::string_view text);
 
 class JsonWriter {
  public:
@@ -32,12 +34,16 @@ class JsonWriter {
   JsonWriter& value(double number);
   JsonWriter& value(bool flag);
   JsonWriter& null();
+  // A value that is JSON already (e.g. an object encoded once and kept): pasted as it is.
+  JsonWriter& raw(std::string_view json);
 
   const std::string& str() const { return out_; }
   std::string take() { return std::move(out_); }
 
  private:
   void separate();  // a comma before a value or key that is not the first in its container
+  template <typename Integer>
+  void append_integer(Integer number);
   std::string out_;
   bool need_comma_ = false;
 };

@@ -8,6 +8,8 @@
 
 #include <kagi/app/http_error.hpp>
 #include <kagi/lock/lock_context.hpp>
+#include <kagi/view/page_cache.hpp>
+#include <kagi/view/views.hpp>
 
 namespace kagi {
 namespace {
@@ -66,6 +68,31 @@ class AppTest : public ::testing::Test {
       parked_ = ctx.defer();
       return Response::text("ignored");
     });
+    // A board page with hostile values, rendered every time or through the page cache.
+    auto fill = [](view::Dict& dict) {
+      dict.set("BOARD", "b\"'<>&{{CSRF}}");
+      for (int i = 0; i < 3; ++i) {
+        view::Dict post = dict.add_section("POST");
+        post.set("ID", i);
+        post.set("NAME", "</bdi><script>alert(1)</script>");
+        post.set("SUBJECT", "{{CSRF}} \" onmouseover=x");
+        post.set_trusted_html("BODY_HTML", "<p>kagi0123 &amp; text</p>");
+        post.show_section("DELETABLE");
+      }
+    };
+    r.get("/board/fresh", [fill](Request&, Context& ctx) {
+      view::Dict dict;
+      fill(dict);
+      return ctx.render("bbs/board.html", dict);
+    });
+    r.get("/board/cached/{version}", [this, fill](Request& req, Context& ctx) {
+      ++cached_renders_;
+      return ctx.render_cached(pages_, "board", std::stoull(std::string(req.param("version"))),
+                               "bbs/board.html", [&](view::Dict& dict) {
+                                 ++fills_;
+                                 fill(dict);
+                               });
+    });
     token_ = run(get("/hello")).cookies.at(0).value;  // a token this app signed
   }
   void TearDown() override {
@@ -101,6 +128,8 @@ class AppTest : public ::testing::Test {
   std::string token_;
   std::promise<void> held_, release_;
   Deferred parked_;
+  view::PageCache pages_{8};
+  int cached_renders_ = 0, fills_ = 0;
 };
 
 TEST_F(AppTest, ServesAndAddsSecurityHeaders) {
@@ -126,6 +155,32 @@ TEST_F(AppTest, SetsTheCsrfCookieOnlyWhenMissing) {
   auto https = get("/hello");
   https.https = true;
   EXPECT_TRUE(run(std::move(https)).cookies.at(0).secure);
+}
+
+// A kept page, served to each client with its own token, is byte for byte the page rendering
+// it for that client gives; a new version renders again.
+TEST_F(AppTest, ACachedPageIsTheRenderedPageWithTheReadersToken) {
+  const std::string other = run(get("/hello")).cookies.at(0).value;
+  ASSERT_NE(other, token_);
+  auto as = [](std::string target, const std::string& token) {
+    http::Request r = get(std::move(target));
+    r.headers.add("Cookie", "kagi_csrf=" + token);
+    return r;
+  };
+  for (const std::string& token : {token_, other, token_}) {
+    const http::Response fresh = run(as("/board/fresh", token));
+    const http::Response cached = run(as("/board/cached/1", token));
+    ASSERT_EQ(fresh.status, 200);
+    EXPECT_EQ(cached.status, 200);
+    EXPECT_EQ(cached.body, fresh.body);
+    EXPECT_EQ(cached.headers.get("Content-Type"), fresh.headers.get("Content-Type"));
+    EXPECT_NE(cached.body.find(token), std::string::npos);
+    EXPECT_EQ(cached.body.find(pages_.marker()), std::string::npos);
+  }
+  EXPECT_EQ(cached_renders_, 3);
+  EXPECT_EQ(fills_, 1) << "the second and third readers got the kept page";
+  EXPECT_EQ(run(as("/board/cached/2", other)).body, run(as("/board/fresh", other)).body);
+  EXPECT_EQ(fills_, 2) << "a new version is rendered again";
 }
 
 TEST_F(AppTest, PathParamsAndDecoding) {

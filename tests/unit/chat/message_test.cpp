@@ -52,5 +52,21 @@ TEST(Message, JsonShape) {
   EXPECT_EQ(messages_json({}, 9), R"({"messages":[],"last":9})");
 }
 
+// A decoded message carries its JSON object, made once; the answer pastes it and must be
+// byte for byte what encoding it again gives.
+TEST(Message, DecodedMessagesAnswerTheSameJson) {
+  const Message built{.id = 7, .time = 9, .name = "n\tame <&>", .text = "h\xc3\xa9\n\"\\ \xff"};
+  std::optional<Message> decoded = decode(encode(built));
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(*decoded, built);
+  EXPECT_FALSE(decoded->json.empty());
+  EXPECT_TRUE(built.json.empty());
+  EXPECT_EQ(messages_json(std::vector<Message>{*decoded}, 7),
+            messages_json(std::vector<Message>{built}, 7));
+  EXPECT_EQ(messages_json(std::vector<Message>{*decoded}, 7),
+            R"({"messages":[{"id":7,"name":"n\tame \u003c\u0026\u003e",)"
+            "\"text\":\"h\xc3\xa9\\n\\\"\\\\ \\ufffd\",\"time\":9}],\"last\":7}");
+}
+
 }  // namespace
 }  // namespace kagi::apps::chat

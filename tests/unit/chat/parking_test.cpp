@@ -44,7 +44,7 @@ TEST(ParkingLot, DeliversNewMessagesOnlyToItsRoomAndOnlyOnce) {
 
   EXPECT_EQ(lot.deliver("lobby", ms, 3), 1u);  // b is up to date with 3
   ASSERT_EQ(a->answers.size(), 1u);
-  EXPECT_EQ(a->answers[0], messages_json({ms[1]}, 3));
+  EXPECT_EQ(a->answers[0], messages_json(std::vector<Message>{ms[1]}, 3));
   EXPECT_TRUE(b->answers.empty());
   EXPECT_TRUE(c->answers.empty());
 
@@ -52,7 +52,7 @@ TEST(ParkingLot, DeliversNewMessagesOnlyToItsRoomAndOnlyOnce) {
   EXPECT_EQ(lot.deliver("lobby", ms, 4), 1u);
   EXPECT_EQ(a->answers.size(), 1u);  // a left the lot with its first answer
   ASSERT_EQ(b->answers.size(), 1u);
-  EXPECT_EQ(b->answers[0], messages_json({ms[2]}, 4));
+  EXPECT_EQ(b->answers[0], messages_json(std::vector<Message>{ms[2]}, 4));
   EXPECT_EQ(lot.stats().parked, 1u);  // c
   EXPECT_TRUE(lot.has_waiters("other"));
   EXPECT_FALSE(lot.has_waiters("lobby"));

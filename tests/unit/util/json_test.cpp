@@ -13,6 +13,31 @@ TEST(Json, QuotesAndEscapes) {
   EXPECT_EQ(json_quote(std::string("a\0b", 3)), "\"a\\u0000b\"");
 }
 
+// Plain bytes are copied in runs: escapes at the start, the end and next to each other, and
+// long runs between them, must come out as one byte at a time would.
+TEST(Json, RunsAndEscapesInterleave) {
+  EXPECT_EQ(json_quote(""), "\"\"");
+  EXPECT_EQ(json_quote("\"x\""), "\"\\\"x\\\"\"");
+  EXPECT_EQ(json_quote("<>"), "\"\\u003c\\u003e\"");
+  EXPECT_EQ(json_quote("ab\xc3\xa9"
+                       "cd\xff"
+                       "ef\x1f"
+                       "gh"),
+            "\"ab\xc3\xa9"
+            "cd\\ufffdef\\u001fgh\"");
+  const std::string run(1000, 'a');
+  EXPECT_EQ(json_quote(run + "\n" + run), "\"" + run + "\\n" + run + "\"");
+  std::string appended = "[";
+  append_json_quoted(appended, "x&y");
+  EXPECT_EQ(appended, "[\"x\\u0026y\"");
+}
+
+TEST(Json, RawPastesEncodedValues) {
+  JsonWriter w;
+  w.begin_array().raw("{\"a\":1}").raw("2").end_array();
+  EXPECT_EQ(w.str(), "[{\"a\":1},2]");
+}
+
 TEST(Json, SafeInsideScriptBlocks) {
   std::string q = json_quote("</script><b>&");
   EXPECT_EQ(q.find('<'), std::string::npos);
