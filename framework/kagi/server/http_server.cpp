@@ -46,12 +46,43 @@ constexpr auto kFirstRequestGrace = std::chrono::milliseconds(1000);
 // While a request is parked, the connection is read in pieces this small: enough to see a
 // close or the start of the next request.
 constexpr size_t kWatchRead = 512;
+// Answers to pipelined requests wait in the connection's output until the next request is not
+// in the buffer yet, so that a batch of them leaves in one write; never more than this much:
+// beyond it the output is written, and beyond it while a write is still out, the next request
+// waits for that write (a client that sends but does not read holds no more memory).
+constexpr size_t kCoalesceBytes = 64 * 1024;
 // After a failed accept (out of descriptors), accepting pauses this long, doubling up to
 // the maximum while it keeps failing.
 constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(50);
 constexpr auto kAcceptBackoffMax = std::chrono::milliseconds(1000);
 
 bool has_crlf(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
+
+// A synchronous write stream that appends to a string: Beast serializes an answer into the
+// connection's output with it.
+class AppendTo {
+ public:
+  explicit AppendTo(std::string& out) : out_(out) {}
+  template <typename Buffers>
+  size_t write_some(const Buffers& buffers) {
+    size_t n = 0;
+    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers);
+         ++it) {
+      const net::const_buffer b = *it;
+      out_.append(static_cast<const char*>(b.data()), b.size());
+      n += b.size();
+    }
+    return n;
+  }
+  template <typename Buffers>
+  size_t write_some(const Buffers& buffers, beast::error_code& ec) {
+    ec = {};
+    return write_some(buffers);
+  }
+
+ private:
+  std::string& out_;
+};
 
 tcp::endpoint parse_endpoint(const std::string& listen) {
   std::string host, port;
@@ -180,7 +211,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // On the strand: a stop was requested. An idle connection is closed now; a busy one is
   // closed after its response.
   void on_stop() {
-    if (!idle_ || request_started()) return;
+    // Answers still being written are finished first (on_written closes after them).
+    if (!idle_ || writing_ || request_started()) return;
     // A kept-alive connection between requests is closed (clients retry on those); a new
     // one gets a moment for its first request, which its client may have sent already.
     if (served_ > 0) return close();
@@ -229,7 +261,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_header() {
     const bool stopping = core_->stopping();
-    if (stopping && served_ > 0 && !request_started()) return close();
+    if (stopping && served_ > 0 && !request_started()) {
+      return close_after_output(AfterOutput::kClose);  // answers not written yet still go out
+    }
     reader_.next();
     phase_ = Phase::kHeader;
     idle_ = true;
@@ -267,6 +301,9 @@ class Session : public std::enable_shared_from_this<Session> {
           if (reader_.expects_continue()) return send_continue();
           continue;
         case RequestReader::Status::kNeedMore:
+          // Nothing more to answer until more bytes come: the answers so far leave now (the
+          // read and the write run side by side).
+          flush();
           return read_more();
       }
     }
@@ -283,7 +320,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_more() {
-    if (eof_) return close();  // the client sent all it will: the request stays incomplete
+    // The client sent all it will: the request stays incomplete. What was answered before it
+    // is still written.
+    if (eof_) return close_after_output(AfterOutput::kClose);
     auto room = reader_.prepare();
     if (room.size() == 0) {
       // The reader fails a request before its buffer fills; never reached.
@@ -377,17 +416,72 @@ class Session : public std::enable_shared_from_this<Session> {
       res->body() = std::move(response.body);
       res->prepare_payload();
     }
+    beast::error_code ec;
+    AppendTo sink(out_);
+    bhttp::write(sink, *res, ec);
     arm_deadline(core_->options().idle_timeout);
-    bhttp::async_write(socket_, *res,
-                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
-                         if (ec) return self->close();
-                         if (self->close_after_error_) return self->linger_close();
-                         if (!keep_alive) return self->shutdown_close();
-                         self->read_header();
-                       });
+    if (close_after_error_) return close_after_output(AfterOutput::kLinger);
+    if (!keep_alive) return close_after_output(AfterOutput::kShutdown);
+    if (out_.size() >= kCoalesceBytes) {
+      if (writing_) {
+        resume_after_write_ = true;  // the next request waits for the socket (see above)
+        return;
+      }
+      flush();
+    }
+    // The next request may be in the buffer already (pipelining): it is answered before this
+    // answer is written, so that both leave in one write. advance() writes them when the
+    // buffer holds no complete request, dispatch() when one parks.
+    read_header();
   }
 
  private:
+  enum class AfterOutput { kNothing, kClose, kShutdown, kLinger };
+
+  // Hands what out_ holds to the socket, unless a write is out already (on_written then
+  // writes it).
+  void flush() {
+    if (writing_ || out_.empty() || closed_) return;
+    writing_ = true;
+    inflight_.swap(out_);
+    net::async_write(
+        socket_, net::buffer(inflight_),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_written(ec); });
+  }
+
+  void on_written(beast::error_code ec) {
+    writing_ = false;
+    inflight_.clear();
+    if (ec) return close();
+    if (closed_) return;
+    flush();  // what was answered meanwhile
+    if (!writing_) {
+      switch (after_output_) {
+        case AfterOutput::kNothing:
+          break;
+        case AfterOutput::kClose:
+          return close();
+        case AfterOutput::kShutdown:
+          return shutdown_close();
+        case AfterOutput::kLinger:
+          return linger_close();
+      }
+      // A stop came while this was written to an idle connection (on_stop left it to us).
+      if (idle_ && served_ > 0 && core_->stopping() && !request_started()) return close();
+    }
+    if (resume_after_write_ && out_.size() < kCoalesceBytes) {
+      resume_after_write_ = false;
+      read_header();
+    }
+  }
+
+  // The connection ends once every answer is written.
+  void close_after_output(AfterOutput how) {
+    after_output_ = how;
+    flush();
+    if (!writing_) on_written({});
+  }
+
   void shutdown_close() {
     beast::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_send, ec);
@@ -430,6 +524,11 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string client_address_;
   std::vector<char> discard_;
   // The fields below are touched on the strand only.
+  std::string out_;                  // answers not handed to the socket yet
+  std::string inflight_;             // the answers of the write that is out
+  bool writing_ = false;             // a write of inflight_ is out
+  bool resume_after_write_ = false;  // the next request waits for the write (kCoalesceBytes)
+  AfterOutput after_output_ = AfterOutput::kNothing;
   RequestReader reader_;
   Phase phase_ = Phase::kHeader;
   bool reading_ = false;  // a read into reader_ is pending
@@ -496,6 +595,7 @@ void Session::dispatch() {
   // cancel per ordinary request.
   if (!exchange->sent()) {
     reader_.release_parked();  // parked: hold only what its answer needs
+    flush();                   // the answers before it must not wait for it
     watch();
   }
 }

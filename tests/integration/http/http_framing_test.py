@@ -7,15 +7,20 @@ notices a client that leaves while its request is parked.
   behind the bad request are never served as a request of their own.
 - A chunk extension or a trailer that never ends → 400 after a bounded number of bytes
   (they used to grow the read buffer without limit).
-- A pipelining client gets its answers without waiting for delayed ACKs (TCP_NODELAY).
+- A pipelining client gets its answers without waiting for delayed ACKs (TCP_NODELAY), and a
+  batch of pipelined requests is answered in one write, not one per answer (the server
+  socket's data_segs_out, from `ss`: 32 before, 1 now); answers behind an incomplete request
+  are not held back for it.
 - A parked long-poll whose client closes is freed and its socket closed within the chat's
   sweep period (it used to stay until its deadline); a request pipelined behind a parked one
   is served after it, in order.
 """
 
 import os
+import re
 import select
 import socket
+import subprocess
 import sys
 import time
 
@@ -255,7 +260,58 @@ def test(env, fail):
     fail.check(statuses(data) == [200, 200] and b"arg n=2" in data,
                "next request sent while parked: both answered (%r)" % statuses(data))
     pipelined_rounds(fail, port)
+    coalesced_answers(fail, port)
     fail.check(proc.poll() is None, "kagi-demo still running")
+
+
+def server_data_segments(port, client_port):
+    """data_segs_out of the server's side of one connection (ss, from iproute2)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established",
+                          "( sport = :%d and dport = :%d )" % (port, client_port)],
+                         stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
+    found = re.search(r"data_segs_out:(\d+)", out)
+    return int(found.group(1)) if found else None
+
+
+def coalesced_answers(fail, port, depth=32):
+    """A batch of pipelined requests that arrives at once leaves as one write of all the answers
+    (each answer its own write was `depth` segments). The answers before a request that is not
+    complete yet are written at once, not held back until it is."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /_test/hello HTTP/1.1\r\nHost: x\r\n\r\n" * depth)
+    data = b""
+    while len(statuses(data)) < depth:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    fail.equal(len(statuses(data)), depth, "a pipelined batch: every answer")
+    segments = server_data_segments(port, s.getsockname()[1])
+    fail.check(segments is not None and segments <= 2,
+               "a batch of %d pipelined answers left in %s data segments (one write each: %d)"
+               % (depth, segments, depth))
+    s.sendall(b"GET /_test/echo?first=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /_test/echo?second")
+    s.settimeout(5)
+    data = b""
+    try:
+        while b"first=1" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    fail.check(statuses(data) == [200], "the answer before an incomplete request is written "
+               "without waiting for it (%r)" % statuses(data))
+    s.sendall(b"=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    fail.check(statuses(data) == [200, 200] and b"second=2" in data,
+               "then the completed request is answered (%r)" % statuses(data))
 
 
 def pipelined_rounds(fail, port, rounds=20, depth=8):
