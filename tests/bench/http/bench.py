@@ -105,17 +105,54 @@ class Bench:
 PEERS = os.path.join(HERE, "..", "peers")
 
 
-def start_c_hello(env):
+def start_c_hello(env, name="hello", body=None):
     """The libfcgi C hello world (tests/bench/peers/hello_fcgi.c), one thread per connection
-    nginx may keep open, so kept connections never starve it."""
+    nginx may keep open, so kept connections never starve it; on env.path(name + ".sock").
+    With `body` (a file) it answers those bytes instead."""
     binary = env.path("hello_fcgi")
-    subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "hello_fcgi.c"), "-lfcgi",
-                    "-o", binary], check=True)
-    sock = env.path("hello.sock")
-    env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary, str(CONNECTIONS)],
-              "hello_fcgi.out")
+    if not os.path.exists(binary):
+        subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "hello_fcgi.c"), "-lfcgi",
+                        "-o", binary], check=True)
+    sock = env.path(name + ".sock")
+    env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary, str(CONNECTIONS)] +
+              ([body] if body else []), name + "_fcgi.out")
     harness.wait_for_unix(sock)
     return sock
+
+
+def c_server(upstream, sock, port):
+    """An nginx server on `port` in front of a C peer on `sock`, with kept connections (as
+    kagi's recipe)."""
+    return """
+    upstream %s { server unix:%s; keepalive %d; }
+    server {
+        listen 127.0.0.1:%d;
+        location / { include fastcgi_params; fastcgi_pass %s; fastcgi_keep_conn on; }
+    }""" % (upstream, sock, CONNECTIONS, port, upstream)
+
+
+# The reads whose answers are big: their floor is also measured answering the same bytes.
+SAME_BYTES = {"page": "BBS page", "poll": "chat poll"}
+
+
+def same_bytes_floors(bench, env, ports):
+    """A function(key, body) that, just before kagi's read row `key`, measures a floor answering
+    `body` (what kagi answered to it): the C program behind nginx (FastCGI), or nginx itself
+    serving it as a static file (the embedded front end, against nginx `return 200`)."""
+    def c_floor(key, body):
+        path = env.path("same-bytes-" + key)
+        open(path, "wb").write(body)
+        start_c_hello(env, "c-" + key, path)
+        return bench.scenario("libfcgi C program answering the %s's %d bytes" % (SAME_BYTES[key],
+                                                                           len(body)),
+                              "http://127.0.0.1:%d/" % ports["c_" + key])
+
+    def static_floor(key, body):
+        open(env.path("same-bytes-" + key), "wb").write(body)
+        return bench.scenario("nginx serving the %s's %d bytes (a static file)" % (SAME_BYTES[key],
+                                                                             len(body)),
+                              "http://127.0.0.1:%d/same-bytes-%s" % (ports["base"], key))
+    return c_floor, static_floor
 
 
 def start_php_fpm(env, children):
@@ -166,24 +203,23 @@ def peer_servers(c_port, c_sock, php_port, php_sock, php_data):
         }""" % (where, php, script, php_data, php_sock)
         for where, script in (("= /hello", "hello.php"), ("/bbs/", "bbs.php"),
                               ("/chat/", "chat.php")))
-    return """
-    upstream c_hello { server unix:%s; keepalive %d; }
-    server {
-        listen 127.0.0.1:%d;
-        location / { include fastcgi_params; fastcgi_pass c_hello; fastcgi_keep_conn on; }
-    }
+    return c_server("c_hello", c_sock, c_port) + """
     server {
         listen 127.0.0.1:%d;%s
-    }""" % (c_sock, CONNECTIONS, c_port, php_port, locations)
+    }""" % (php_port, locations)
 
 
 def start_nginx(env, port, base_port, sock, extra=""):
-    """nginx with the shipped recipe, plus a baseline server answering `return 200`."""
+    """nginx with the shipped recipe, plus a baseline server answering `return 200` (and the
+    same-bytes files, as static files)."""
+    statics = "".join("""
+        location = /same-bytes-%s { default_type text/html; alias %s; }""" % (
+        key, env.path("same-bytes-" + key)) for key in SAME_BYTES)
     baseline = """
     server {
         listen 127.0.0.1:%d;
-        location / { default_type text/plain; return 200 "hello\\n"; }
-    }""" % base_port
+        location / { default_type text/plain; return 200 "hello\\n"; }%s
+    }""" % (base_port, statics)
     proc = env.nginx(port, sock, extra_http=baseline + extra, quiet=True)
     harness.wait_for_port(base_port, proc, "nginx baseline")
 
@@ -396,14 +432,22 @@ def seed_board(port, token, path="/bbs/general/post"):
             raise RuntimeError("seeding %s: %d %s" % (path, r.status, r.text()[:200]))
 
 
-def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag=""):
+def same_bytes(port, token, path):
+    """What `path` answers (with the client's CSRF cookie, as wrk's page reads are not)."""
+    return harness.request(port, "GET", path, headers={"Cookie": "kagi_csrf=" + token}).body
+
+
+def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floor=None):
     """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
-    ends the write rows' names, `read_tag` goes inside the read rows' parentheses."""
+    ends the write rows' names, `read_tag` goes inside the read rows' parentheses. `floor`
+    (same_bytes_floors) measures a floor answering the same bytes before each big read."""
     url = "http://127.0.0.1:%d" % port
     post = os.path.join(HERE, "post.lua")
     rows = {}
     if reads:
         seed_board(port, token)
+        if floor:
+            rows["page_floor"] = floor("page", same_bytes(port, token, "/bbs/general/"))
         rows["page"] = bench.scenario("%s BBS page read (20 posts%s)" % (who, read_tag),
                                       url + "/bbs/general/")
     rows["post1"] = bench.scenario(
@@ -421,12 +465,15 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag=""):
          "KAGI_OK": "200"},
         stored=lambda: chat_last(port))
     if reads:
+        if floor:
+            rows["poll_floor"] = floor("poll", same_bytes(
+                port, token, "/chat/lobby/messages?since=0&wait=0"))
         rows["poll"] = bench.scenario("%s chat poll (since=0, 200 messages%s)" % (who, read_tag),
                                       url + "/chat/lobby/messages?since=0&wait=0")
     return rows
 
 
-def embedded_scenarios(bench, env, base_port):
+def embedded_scenarios(bench, env, base_port, floor=None):
     """kagi-demo's own HTTP front end (Boost.Beast), no nginx in front: one process with as many
     threads as cores, the same app rows as behind nginx, and hellos kept-alive and pipelined next
     to nginx `return 200` and a Node.js `http` hello (one process per core, `cluster`)."""
@@ -451,7 +498,7 @@ def embedded_scenarios(bench, env, base_port):
                                      timed=False)
     token = harness.request(port, "GET", "/").cookies()["kagi_csrf"]
     r["app"] = app_scenarios(bench, "kagi", port, token, " (embedded HTTP, data.fsync=never)",
-                             read_tag=", embedded HTTP")
+                             read_tag=", embedded HTTP", floor=floor)
     r["rss"] = peak_rss_kib([proc.pid])
     return r
 
@@ -460,7 +507,8 @@ def run_all(bench, env):
     """Everything behind one nginx: the baselines, the peers, kagi with data.fsync=never (the
     peers' durability: no fsync) and kagi with its default, always; then kagi on two hosts
     sharing PostgreSQL, with each of the two."""
-    ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always")}
+    ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always", "c_page",
+                                               "c_poll")}
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
     always_sock, _ = run_kagi(env, "always")
@@ -468,12 +516,16 @@ def run_all(bench, env):
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
     extra += kagi_server("kagi_always", [always_sock], ports["always"])
+    # The same-bytes C peers start when kagi's answers are known (same_bytes_floors).
+    for key in SAME_BYTES:
+        extra += c_server("c_" + key, env.path("c-%s.sock" % key), ports["c_" + key])
     # The PostgreSQL sites' hosts start after the other rows (pg_scenarios): until then
     # nothing listens on these sockets and nothing asks these ports.
     for fsync, port in pg_ports.items():
         extra += kagi_server("kagi_pg_" + fsync, pg_sockets(env, fsync), port)
     start_nginx(env, ports["kagi"], ports["base"], sock, extra)
-    for port in [ports[k] for k in ("c", "php", "always")] + list(pg_ports.values()):
+    for port in [ports[k] for k in ("c", "php", "always", "c_page", "c_poll")] + \
+            list(pg_ports.values()):
         harness.wait_for_port(port, None, "nginx")
 
     r = {}
@@ -485,13 +537,15 @@ def run_all(bench, env):
     r["hello"] = bench.scenario("kagi hello", "http://127.0.0.1:%d/_test/hello" % ports["kagi"])
     r["php"] = app_scenarios(bench, "PHP-FPM", ports["php"], TOKEN)
     kagi_token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
-    r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)")
+    c_floor, static_floor = same_bytes_floors(bench, env, ports)
+    r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)",
+                              floor=c_floor)
     r["rss"] = peak_rss_kib(pids)
     always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
                                 " (data.fsync=always, the default)", reads=False)
     r["pg"] = pg_scenarios(bench, env, pg_ports, ("never", "always"), durable=True, reads=True)
-    r["http"] = embedded_scenarios(bench, env, ports["base"])
+    r["http"] = embedded_scenarios(bench, env, ports["base"], static_floor)
     return r
 
 
@@ -543,6 +597,21 @@ def goals(r):
     return out
 
 
+def same_bytes_ratios(r):
+    """(read, kagi / the floor answering the same bytes, that floor / the hello floor) for each
+    big read: how much of a read's distance to its hello floor is the size of its answer."""
+    out = []
+    for key, what in SAME_BYTES.items():
+        for rows, front, floor, hello in (
+                (r["kagi"], "FastCGI", "the C program", r["c_hello"]),
+                (r["http"]["app"], "embedded HTTP", "nginx, a static file", r["baseline"])):
+            if key + "_floor" in rows:
+                same = rows[key + "_floor"]["rps"]
+                out.append(("kagi %s (%s) vs %s answering the same bytes" % (what, front, floor),
+                            rows[key]["rps"] / same, same / hello["rps"]))
+    return out
+
+
 def floor_note(needed, floor):
     """Whether a goal asks for more than the FastCGI floor measured in the same run."""
     if needed is None:
@@ -582,6 +651,21 @@ def write_report(path, bench, results, command):
         "asks a FastCGI app that reads and writes data under locks to answer faster than one "
         "that does nothing; no FastCGI app behind this nginx on this machine can meet it." % floor,
     ]
+    lines += [
+        "",
+        "### The same bytes from the floor",
+        "",
+        "The page and the poll answer kilobytes where the hellos answer six bytes, and moving "
+        "those bytes through nginx, the sockets and wrk costs on these two cores whoever makes "
+        "them. So the run also measures each floor answering exactly the bytes kagi answered "
+        "(fetched from kagi just before its row): the C program behind the same nginx, and "
+        "nginx serving them as a static file for the embedded front end.",
+        "",
+        "| read | kagi / the floor answering the same bytes | that floor / its hello floor |",
+        "|---|---:|---:|",
+    ]
+    for what, got, floor_share in same_bytes_ratios(results):
+        lines.append("| %s | %.2f× | %.2f× |" % (what, got, floor_share))
     lines += [
         "",
         "## All rows",
@@ -745,6 +829,10 @@ def main():
             for goal, got, want, _ in goals(results):
                 print("  %-40s %6.2fx  (want >= %.2gx) %s" % (
                     goal, got, want, "met" if got >= want else "NOT MET"))
+            print("\nagainst the same bytes:")
+            for what, got, floor_share in same_bytes_ratios(results):
+                print("  %-40s %6.2fx  (that floor: %.2fx its hello floor)" % (
+                    what, got, floor_share))
             write_report(args.out or os.path.join(args.source, "docs", "BENCHMARKS.md"), bench,
                          results, "scripts/bench")
     except Exception:  # noqa: BLE001
