@@ -19,6 +19,9 @@ constexpr std::array kKeys{
             "octal mode of a unix socket kagi creates for --fcgi unix:PATH"},
     KeySpec{"server.shutdown_timeout_ms", kInt, "10000", 0, 600000, "",
             "on SIGTERM, how long in-flight requests may take to finish"},
+    KeySpec{"server.idle_timeout_ms", kInt, "30000", 100, 3600000, "",
+            "HTTP front end: longest wait for a request's header block, its body, or a write "
+            "of its answer; longer → the connection is closed"},
     KeySpec{"server.max_connections", kInt, "10000", 1, 1000000, "",
             "HTTP front end: connections open at once; more → 503"},
     KeySpec{"server.behind_https", kBool, "false", 0, 0, "",

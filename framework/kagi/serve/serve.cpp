@@ -65,6 +65,7 @@ std::unique_ptr<HttpServer> make_http(App& app, const Config& conf, const FrontE
   ho.threads = static_cast<int>(conf.get_int("server.threads"));
   ho.shutdown_timeout = std::chrono::milliseconds(conf.get_int("server.shutdown_timeout_ms"));
   ho.max_connections = static_cast<size_t>(conf.get_int("server.max_connections"));
+  ho.idle_timeout = std::chrono::milliseconds(conf.get_int("server.idle_timeout_ms"));
   auto server = std::make_unique<HttpServer>(app, ho);
   util::log_info(program + ": HTTP on http://" + ho.listen + "/");
   return server;

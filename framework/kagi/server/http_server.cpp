@@ -51,6 +51,9 @@ constexpr size_t kWatchRead = 512;
 // beyond it the output is written, and beyond it while a write is still out, the next request
 // waits for that write (a client that sends but does not read holds no more memory).
 constexpr size_t kCoalesceBytes = 64 * 1024;
+// An answer given while its handler runs is written at once, and that write goes on to the
+// next pipelined request: at most this many such requests nest on one stack.
+constexpr int kMaxNestedAnswers = 16;
 // After a failed accept (out of descriptors), accepting pauses this long, doubling up to
 // the maximum while it keeps failing.
 constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(50);
@@ -205,7 +208,11 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     core_->add_session(shared_from_this());
-    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+      self->deadline_.expires_at(Clock::time_point::max());
+      self->wait_deadline();
+      self->read_header();
+    });
   }
 
   // On the strand: a stop was requested. An idle connection is closed now; a busy one is
@@ -220,8 +227,14 @@ class Session : public std::enable_shared_from_this<Session> {
         std::min<std::chrono::milliseconds>(core_->options().idle_timeout, kFirstRequestGrace));
   }
 
-  // From a parked responder on any thread: write `response` on the strand.
+  // From the request's responder on any thread: write `response` on the strand. An answer
+  // given by the handler while dispatch() runs it (on this thread, on the strand) is kept for
+  // dispatch() to write when the handler returns, without a trip through the strand's queue.
   void deliver(http::Response response) {
+    if (dispatching_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+      answered_.emplace(std::move(response));
+      return;
+    }
     auto self = shared_from_this();
     core_->post(socket_.get_executor(),
                 [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
@@ -250,14 +263,27 @@ class Session : public std::enable_shared_from_this<Session> {
   // One deadline per phase (a whole header block, a whole body, a write, the linger):
   // reached → the connection is closed. Not per read, so that a client dripping one byte
   // at a time cannot hold a connection longer than the phase's deadline.
-  void arm_deadline(std::chrono::milliseconds after) {
-    deadline_.expires_after(after);
+  //
+  // Moving the deadline is an assignment, not a timer operation per request: the one timer
+  // wait of the connection (wait_deadline) wakes at the earliest time it was set for, closes if
+  // the deadline has passed, and otherwise waits again for the deadline as it is now. Only a
+  // deadline moved earlier than the timer's (a stop's grace, the linger) resets the timer.
+  void arm_deadline(std::chrono::milliseconds after) { set_deadline(Clock::now() + after); }
+  void disarm_deadline() { deadline_at_ = Clock::time_point::max(); }
+  void set_deadline(Clock::time_point at) {
+    deadline_at_ = at;
+    // Earlier than the pending wait: that wait is cancelled, and its handler waits again.
+    if (at < deadline_.expiry()) deadline_.expires_at(at);
+  }
+  void wait_deadline() {
     deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      // A handler already queued when the deadline was moved must not close.
-      if (!ec && self->deadline_.expiry() <= Clock::now()) self->close();
+      if (self->closed_) return;
+      if (!ec && self->deadline_at_ <= Clock::now()) return self->close();
+      // Woken before a deadline that moved later, or reset to an earlier one: wait again.
+      if (!ec) self->deadline_.expires_at(self->deadline_at_);
+      self->wait_deadline();
     });
   }
-  void disarm_deadline() { deadline_.expires_at(net::steady_timer::time_point::max()); }
 
   void read_header() {
     const bool stopping = core_->stopping();
@@ -520,13 +546,17 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::shared_ptr<Core> core_;
   tcp::socket socket_;
-  net::steady_timer deadline_;
+  net::steady_timer deadline_;  // expiry: when wait_deadline() next wakes
+  Clock::time_point deadline_at_ = Clock::time_point::max();  // when the phase ends
   std::string client_address_;
   std::vector<char> discard_;
   // The fields below are touched on the strand only.
-  std::string out_;                  // answers not handed to the socket yet
-  std::string inflight_;             // the answers of the write that is out
-  bool writing_ = false;             // a write of inflight_ is out
+  std::atomic<std::thread::id> dispatching_{};  // the thread in dispatch(), while it is
+  std::optional<http::Response> answered_;      // the answer given within dispatch()
+  int nested_answers_ = 0;                      // dispatch() → write() → dispatch() depth
+  std::string out_;                             // answers not handed to the socket yet
+  std::string inflight_;                        // the answers of the write that is out
+  bool writing_ = false;                        // a write of inflight_ is out
   bool resume_after_write_ = false;  // the next request waits for the write (kCoalesceBytes)
   AfterOutput after_output_ = AfterOutput::kNothing;
   RequestReader reader_;
@@ -584,11 +614,30 @@ void Session::dispatch() {
   // No deadline while the app works on it: a parked long-poll may legitimately take long.
   disarm_deadline();
   auto exchange = std::make_shared<Exchange>(shared_from_this());
+  dispatching_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   try {
     core_->app().handle(std::move(request), exchange);
   } catch (const std::exception& e) {
     util::log_error(std::string("http: unhandled exception from the app: ") + e.what());
     if (!exchange->sent()) exchange->send(core_->app().error_page(500, "Internal error."));
+  }
+  dispatching_.store(std::thread::id(), std::memory_order_relaxed);
+  if (answered_) {
+    http::Response response = std::move(*answered_);
+    answered_.reset();
+    // Written here, unless requests answered this way are nested deep already (each write
+    // goes on to answer the next pipelined request from within this call): then through the
+    // strand's queue, which unwinds the stack.
+    if (nested_answers_ < kMaxNestedAnswers) {
+      ++nested_answers_;
+      write(std::move(response));
+      --nested_answers_;
+      return;
+    }
+    auto self = shared_from_this();
+    core_->post(socket_.get_executor(),
+                [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
+    return;
   }
   // A parked request (no response yet): watch for its client. An answered one needs no
   // watch, its response is already posted behind this handler; that saves a read and a

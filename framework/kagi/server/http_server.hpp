@@ -26,8 +26,9 @@ class App;
 struct HttpOptions {
   std::string listen = "127.0.0.1:8080";  // server.http: "host:port" or "[v6]:port"
   int threads = 4;                        // server.threads
-  // A connection with no request in progress for this long is closed; also bounds each
-  // read and write of a request in progress.
+  // server.idle_timeout_ms: a connection with no request in progress for this long is
+  // closed; it also bounds the reading of a request's header block and of its body, and the
+  // writing of its answer (each phase as a whole, not each read).
   std::chrono::milliseconds idle_timeout{30000};
   std::chrono::milliseconds shutdown_timeout{10000};  // server.shutdown_timeout_ms
   // Connections open at once; one more is answered 503 and closed. When the process runs

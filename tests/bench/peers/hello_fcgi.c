@@ -7,7 +7,8 @@
  * With a FILE it answers that file's bytes as HTML instead: the floor for a page of that
  * size (scripts/bench gives it the BBS page and the chat poll kagi answered).
  *
- *   cc -O2 -pthread hello_fcgi.c -lfcgi -o hello_fcgi && spawn-fcgi -s SOCK -- ./hello_fcgi 32 [FILE]
+ *   cc -O2 -pthread hello_fcgi.c -lfcgi -o hello_fcgi
+ *   spawn-fcgi -s SOCK -- ./hello_fcgi 32 [FILE]
  */
 #include <fcgiapp.h>
 #include <pthread.h>
@@ -25,7 +26,7 @@ static const char kHtmlHeader[] =
     "Content-Type: text/html; charset=utf-8\r\n"
     "\r\n";
 
-static char* answer;  /* the whole answer, header included */
+static char* answer; /* the whole answer, header included */
 static long answer_size;
 
 static void* serve(void* unused) {
