@@ -208,11 +208,7 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     core_->add_session(shared_from_this());
-    net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
-      self->deadline_.expires_at(Clock::time_point::max());
-      self->wait_deadline();
-      self->read_header();
-    });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->read_header(); });
   }
 
   // On the strand: a stop was requested. An idle connection is closed now; a busy one is
@@ -232,7 +228,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // dispatch() to write when the handler returns, without a trip through the strand's queue.
   void deliver(http::Response response) {
     if (dispatching_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
-      answered_.emplace(std::move(response));
+      answered_->emplace(std::move(response));
       return;
     }
     auto self = shared_from_this();
@@ -269,20 +265,34 @@ class Session : public std::enable_shared_from_this<Session> {
   // the deadline has passed, and otherwise waits again for the deadline as it is now. Only a
   // deadline moved earlier than the timer's (a stop's grace, the linger) resets the timer.
   void arm_deadline(std::chrono::milliseconds after) { set_deadline(Clock::now() + after); }
-  void disarm_deadline() { deadline_at_ = Clock::time_point::max(); }
+  void disarm_deadline() { set_deadline(Clock::time_point::max()); }
   void set_deadline(Clock::time_point at) {
     deadline_at_ = at;
+    if (!timer_waiting_) {
+      if (at == Clock::time_point::max()) return;
+      deadline_.expires_at(at);
+      return wait_deadline();
+    }
     // Earlier than the pending wait: that wait is cancelled, and its handler waits again.
     if (at < deadline_.expiry()) deadline_.expires_at(at);
   }
   void wait_deadline() {
+    timer_waiting_ = true;
     deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      self->timer_waiting_ = false;
       if (self->closed_) return;
       if (!ec && self->deadline_at_ <= Clock::now()) return self->close();
+      // No deadline (a parked request): no wait either, until set_deadline() starts one.
+      if (self->deadline_at_ == Clock::time_point::max()) return;
       // Woken before a deadline that moved later, or reset to an earlier one: wait again.
       if (!ec) self->deadline_.expires_at(self->deadline_at_);
       self->wait_deadline();
     });
+  }
+  // A parked request may wait long: its connection keeps no timer wait meanwhile (memory per
+  // parked request), and its answer's write sets a deadline again.
+  void drop_deadline_wait() {
+    if (timer_waiting_) deadline_.cancel();
   }
 
   void read_header() {
@@ -548,15 +558,16 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket socket_;
   net::steady_timer deadline_;  // expiry: when wait_deadline() next wakes
   Clock::time_point deadline_at_ = Clock::time_point::max();  // when the phase ends
+  bool timer_waiting_ = false;  // a wait on deadline_ is out (its handler has not run yet)
   std::string client_address_;
   std::vector<char> discard_;
   // The fields below are touched on the strand only.
-  std::atomic<std::thread::id> dispatching_{};  // the thread in dispatch(), while it is
-  std::optional<http::Response> answered_;      // the answer given within dispatch()
-  int nested_answers_ = 0;                      // dispatch() → write() → dispatch() depth
-  std::string out_;                             // answers not handed to the socket yet
-  std::string inflight_;                        // the answers of the write that is out
-  bool writing_ = false;                        // a write of inflight_ is out
+  std::atomic<std::thread::id> dispatching_{};         // the thread in dispatch(), while it is
+  std::optional<http::Response>* answered_ = nullptr;  // dispatch()'s slot, while it runs
+  int nested_answers_ = 0;           // dispatch() → write() → dispatch() depth
+  std::string out_;                  // answers not handed to the socket yet
+  std::string inflight_;             // the answers of the write that is out
+  bool writing_ = false;             // a write of inflight_ is out
   bool resume_after_write_ = false;  // the next request waits for the write (kCoalesceBytes)
   AfterOutput after_output_ = AfterOutput::kNothing;
   RequestReader reader_;
@@ -614,6 +625,10 @@ void Session::dispatch() {
   // No deadline while the app works on it: a parked long-poll may legitimately take long.
   disarm_deadline();
   auto exchange = std::make_shared<Exchange>(shared_from_this());
+  // Where deliver() puts an answer given during handle(): on this stack, not in the session,
+  // which a parked request keeps for as long as it waits.
+  std::optional<http::Response> answered;
+  answered_ = &answered;
   dispatching_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   try {
     core_->app().handle(std::move(request), exchange);
@@ -622,9 +637,9 @@ void Session::dispatch() {
     if (!exchange->sent()) exchange->send(core_->app().error_page(500, "Internal error."));
   }
   dispatching_.store(std::thread::id(), std::memory_order_relaxed);
-  if (answered_) {
-    http::Response response = std::move(*answered_);
-    answered_.reset();
+  answered_ = nullptr;
+  if (answered) {
+    http::Response response = std::move(*answered);
     // Written here, unless requests answered this way are nested deep already (each write
     // goes on to answer the next pipelined request from within this call): then through the
     // strand's queue, which unwinds the stack.
@@ -644,7 +659,8 @@ void Session::dispatch() {
   // cancel per ordinary request.
   if (!exchange->sent()) {
     reader_.release_parked();  // parked: hold only what its answer needs
-    flush();                   // the answers before it must not wait for it
+    drop_deadline_wait();
+    flush();  // the answers before it must not wait for it
     watch();
   }
 }
