@@ -203,8 +203,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Session& operator=(const Session&) = delete;
 
   void start() {
-    // Each answer is one write; without this, the second answer to a pipelining client waits
-    // (Nagle) for the ACK of the first, which the client delays: tens of ms per answer.
+    // Answers leave as soon as they are written (a pipelined batch in one write); without this,
+    // the next write to a client waits (Nagle) for the ACK of the one before, which the client
+    // delays: tens of ms per answer.
     beast::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     core_->add_session(shared_from_this());
@@ -231,9 +232,7 @@ class Session : public std::enable_shared_from_this<Session> {
       answered_->emplace(std::move(response));
       return;
     }
-    auto self = shared_from_this();
-    core_->post(socket_.get_executor(),
-                [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
+    post_write(std::move(response));
   }
 
   bool gone() const { return gone_.load(); }
@@ -345,14 +344,21 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // The interim answer goes into the output like any answer: after the answers queued before
+  // it, never in a write of its own beside one in progress.
   void send_continue() {
-    auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
-                                                                     reader_.version());
-    bhttp::async_write(socket_, *cont,
-                       [self = shared_from_this(), cont](beast::error_code ec, size_t) {
-                         if (ec) return self->close();
-                         self->advance();
-                       });
+    const bhttp::response<bhttp::empty_body> cont(bhttp::status::continue_, reader_.version());
+    serialize(cont);
+    flush();
+    advance();
+  }
+
+  // Appends `message` to the answers waiting in out_.
+  template <typename Message>
+  void serialize(const Message& message) {
+    AppendTo sink(out_);
+    beast::error_code ec;  // appending to a string cannot fail
+    bhttp::write(sink, message, ec);
   }
 
   void read_more() {
@@ -424,37 +430,35 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   void write(http::Response response) {
     if (closed_) return;
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
-    res->version(reader_.version() == 10 ? 10 : 11);
-    res->result(static_cast<unsigned>(response.status));
-    res->reason(http::reason_phrase(response.status));
+    bhttp::response<bhttp::string_body> res;  // serialized below, before this returns
+    res.version(reader_.version() == 10 ? 10 : 11);
+    res.result(static_cast<unsigned>(response.status));
+    res.reason(http::reason_phrase(response.status));
     for (const auto& [name, value] : response.headers.items()) {
       if (name.empty() || has_crlf(name) || has_crlf(value)) continue;
       if (http::iequals(name, "Content-Length") || http::iequals(name, "Connection")) continue;
-      res->insert(name, value);
+      res.insert(name, value);
     }
     for (const auto& cookie : response.cookies) {
       std::string line = http::to_set_cookie(cookie);
-      if (!has_crlf(line)) res->insert(bhttp::field::set_cookie, line);
+      if (!has_crlf(line)) res.insert(bhttp::field::set_cookie, line);
     }
     bool keep_alive =
         !close_after_error_ && !core_->stopping() && reader_.done() && reader_.keep_alive();
-    res->keep_alive(keep_alive);
+    res.keep_alive(keep_alive);
     if (head_) {
       // The pipeline empties a HEAD response's body; the length of the GET body is only
       // known when the app states it.
       if (auto length = response.headers.get("Content-Length")) {
-        res->set(bhttp::field::content_length, beast::string_view(length->data(), length->size()));
+        res.set(bhttp::field::content_length, beast::string_view(length->data(), length->size()));
       } else if (!response.body.empty()) {
-        res->content_length(response.body.size());
+        res.content_length(response.body.size());
       }
     } else {
-      res->body() = std::move(response.body);
-      res->prepare_payload();
+      res.body() = std::move(response.body);
+      res.prepare_payload();
     }
-    beast::error_code ec;
-    AppendTo sink(out_);
-    bhttp::write(sink, *res, ec);
+    serialize(res);
     arm_deadline(core_->options().idle_timeout);
     if (close_after_error_) return close_after_output(AfterOutput::kLinger);
     if (!keep_alive) return close_after_output(AfterOutput::kShutdown);
@@ -473,6 +477,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   enum class AfterOutput { kNothing, kClose, kShutdown, kLinger };
+
+  // write() through the strand's queue (from another thread, or to unwind nested answers).
+  void post_write(http::Response response) {
+    auto self = shared_from_this();
+    core_->post(socket_.get_executor(),
+                [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
+  }
 
   // Hands what out_ holds to the socket, unless a write is out already (on_written then
   // writes it).
@@ -649,14 +660,10 @@ void Session::dispatch() {
       --nested_answers_;
       return;
     }
-    auto self = shared_from_this();
-    core_->post(socket_.get_executor(),
-                [self, r = std::move(response)]() mutable { self->write(std::move(r)); });
-    return;
+    return post_write(std::move(response));
   }
-  // A parked request (no response yet): watch for its client. An answered one needs no
-  // watch, its response is already posted behind this handler; that saves a read and a
-  // cancel per ordinary request.
+  // A parked request (no response yet): watch for its client. One answered from another thread
+  // meanwhile needs no watch: its answer is already posted behind this handler.
   if (!exchange->sent()) {
     reader_.release_parked();  // parked: hold only what its answer needs
     drop_deadline_wait();

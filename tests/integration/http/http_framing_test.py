@@ -261,7 +261,41 @@ def test(env, fail):
                "next request sent while parked: both answered (%r)" % statuses(data))
     pipelined_rounds(fail, port)
     coalesced_answers(fail, port)
+    continue_after_answers(fail, port)
     fail.check(proc.poll() is None, "kagi-demo still running")
+
+
+def continue_after_answers(fail, port):
+    """A request that expects 100-continue, pipelined behind one being answered: the 100 goes
+    out after that answer, through the same output (it used to be written on its own, ahead of
+    the answer still queued, and could interleave with a write in progress)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /_test/hello HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"POST /_test/echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+              b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\n"
+              b"Connection: close\r\n\r\n")
+    data = b""
+    s.settimeout(5)
+    try:
+        while b"100 Continue" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    hello, cont = data.find(b"HTTP/1.1 200"), data.find(b"HTTP/1.1 100 Continue")
+    fail.check(0 <= hello < cont, "the 100 Continue follows the answer before it (200 at %d, "
+               "100 at %d)" % (hello, cont))
+    s.sendall(b"a=1")
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    fail.check(data.count(b"HTTP/1.1 ") == 3, "then the body's request is answered (%d "
+               "answers in all, want 3)" % data.count(b"HTTP/1.1 "))
 
 
 def server_data_segments(port, client_port):
