@@ -51,6 +51,9 @@ constexpr size_t kWatchRead = 512;
 // beyond it the output is written, and beyond it while a write is still out, the next request
 // waits for that write (a client that sends but does not read holds no more memory).
 constexpr size_t kCoalesceBytes = 64 * 1024;
+// An output buffer up to this size is kept for the connection's next answers; a bigger one is
+// freed once written.
+constexpr size_t kKeptOutputBytes = 4096;
 // An answer given while its handler runs is written at once, and that write goes on to the
 // next pipelined request: at most this many such requests nest on one stack.
 constexpr int kMaxNestedAnswers = 16;
@@ -498,7 +501,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_written(beast::error_code ec) {
     writing_ = false;
-    inflight_.clear();
+    // The buffer comes back as the next output (flush swaps them): small ones are kept for
+    // that, a big one is given back, so an idle connection holds no answer-sized buffer.
+    if (inflight_.capacity() > kKeptOutputBytes) {
+      std::string().swap(inflight_);
+    } else {
+      inflight_.clear();
+    }
     if (ec) return close();
     if (closed_) return;
     flush();  // what was answered meanwhile
@@ -667,7 +676,8 @@ void Session::dispatch() {
   if (!exchange->sent()) {
     reader_.release_parked();  // parked: hold only what its answer needs
     drop_deadline_wait();
-    flush();  // the answers before it must not wait for it
+    flush();                   // the answers before it must not wait for it
+    std::string().swap(out_);  // empty now: a parked request keeps no output buffer
     watch();
   }
 }

@@ -62,21 +62,35 @@ def status_of(data):
     return int(data.split(b" ", 2)[1])
 
 
-def statuses(data):
-    """The status of each response in `data`, walking them by their Content-Length."""
+def statuses(data, whole=False):
+    """The status of each response in `data`, walking them by their Content-Length; with
+    `whole`, only those whose body is all there."""
     out = []
     while data.startswith(b"HTTP/1."):
         head, sep, rest = data.partition(b"\r\n\r\n")
         if not sep:
             break
-        out.append(int(head.split(b" ", 2)[1]))
         length = 0
         for line in head.split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-length":
                 length = int(value)
+        if whole and len(rest) < length:
+            break
+        out.append(int(head.split(b" ", 2)[1]))
         data = rest[length:]
     return out
+
+
+def read_answers(s, count):
+    """Reads from `s` until `count` whole answers are in, or the server closes."""
+    data = b""
+    while len(statuses(data, whole=True)) < count:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def check_refused(fail, port, label, raw):
@@ -262,7 +276,38 @@ def test(env, fail):
     pipelined_rounds(fail, port)
     coalesced_answers(fail, port)
     continue_after_answers(fail, port)
+    idle_output_memory(fail, port)
     fail.check(proc.poll() is None, "kagi-demo still running")
+
+
+def heap_in_use(port):
+    import json
+    return json.loads(harness.request(port, "GET", "/_test/heap").text())["in_use"]
+
+
+def idle_output_memory(fail, port, count=100):
+    """A kept-alive connection holds no more memory after a big answer than after a small one:
+    the buffer its answers were written from is given back (it was kept, answer-sized, on every
+    idle connection)."""
+    def per_connection(path):
+        time.sleep(0.3)  # connections of the last round closed and freed
+        before = heap_in_use(port)
+        kept = []
+        for _ in range(count):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+            read_answers(s, 1)
+            kept.append(s)
+        time.sleep(0.3)
+        grown = heap_in_use(port) - before
+        for s in kept:
+            s.close()
+        return grown / count
+    small = per_connection("/_test/hello")
+    big = per_connection("/_test/echo?x=" + "a" * 8000)
+    fail.check(big - small < 2048, "an idle connection after an 8 KB answer holds %.0f B more "
+               "than after a 6-byte one (%.0f against %.0f; want < 2048)" % (big - small, big,
+                                                                             small))
 
 
 def continue_after_answers(fail, port):
@@ -313,12 +358,7 @@ def coalesced_answers(fail, port, depth=32):
     complete yet are written at once, not held back until it is."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /_test/hello HTTP/1.1\r\nHost: x\r\n\r\n" * depth)
-    data = b""
-    while len(statuses(data)) < depth:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
+    data = read_answers(s, depth)
     fail.equal(len(statuses(data)), depth, "a pipelined batch: every answer")
     segments = server_data_segments(port, s.getsockname()[1])
     fail.check(segments is not None and segments <= 2,
@@ -359,13 +399,7 @@ def pipelined_rounds(fail, port, rounds=20, depth=8):
     t0 = time.monotonic()
     for _ in range(rounds):
         s.sendall(batch)
-        data = b""
-        while len(statuses(data)) < depth:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        answered += len(statuses(data))
+        answered += len(statuses(read_answers(s, depth)))
     took = time.monotonic() - t0
     s.close()
     fail.equal(answered, rounds * depth, "pipelined batches all answered")
