@@ -141,7 +141,7 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
         continue;
       }
       // Each fsync waits for the device on its own (on ext4, one journal commit each); one
-      // syncfs waits once for all of them (BM_GroupRound8: 8 logs in 492 µs against 874).
+      // syncfs waits once for all of them (BM_GroupRound8 in BENCHMARKS.md).
       const int r = fs_.syncfs(group.front()->fd);
       for (File* f : group) {
         f->error = r < 0 ? -r : 0;
