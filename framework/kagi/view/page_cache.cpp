@@ -37,9 +37,9 @@ bool pastable_token(std::string_view token) {
 PageCache::PageCache(size_t max_pages)
     : max_pages_(max_pages), marker_("kagi" + util::random_hex(16)) {}
 
-std::shared_ptr<const CachedPage> PageCache::find(std::string_view key, uint64_t version) const {
+std::shared_ptr<const CachedPage> PageCache::find(const std::string& key, uint64_t version) const {
   util::MutexLock lock(mu_);
-  auto it = pages_.find(std::string(key));
+  auto it = pages_.find(key);
   if (it == pages_.end() || it->second.version != version) return nullptr;
   return it->second.page;
 }

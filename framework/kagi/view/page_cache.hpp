@@ -62,7 +62,7 @@ class PageCache {
   size_t max_pages() const { return max_pages_; }
 
   // The page `key` rendered from state `version`, or nullptr (none, or one of another state).
-  std::shared_ptr<const CachedPage> find(std::string_view key, uint64_t version) const
+  std::shared_ptr<const CachedPage> find(const std::string& key, uint64_t version) const
       KAGI_EXCLUDES(mu_);
   // Keeps `html` (rendered with marker()) as page `key` of state `version`, unless a newer
   // state's page is kept already, and returns it cut.

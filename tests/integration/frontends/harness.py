@@ -364,6 +364,29 @@ class Reply:
         return self.body.decode(errors="replace")
 
 
+def read_answer(s):
+    """Reads one whole HTTP answer from the raw socket `s` (by its Content-Length); its status,
+    or None when the server closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+
+
 def request(port, method, path, body=None, headers=None, conn=None, timeout=15.0):
     """One request; on `conn` (an http.client.HTTPConnection) when given (keep-alive)."""
     own = conn is None

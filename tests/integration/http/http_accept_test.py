@@ -36,24 +36,7 @@ def get(port, path="/_test/echo", timeout=5.0, sock=None):
     try:
         s.settimeout(timeout)
         s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        while len(body) < length:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            body += chunk
-        return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+        return harness.read_answer(s)
     finally:
         if sock is None:
             s.close()

@@ -40,26 +40,6 @@ def closed_after(s, limit):
     return None
 
 
-def answer(s):
-    """One whole answer from `s` (the hello: its Content-Length is small); its status."""
-    s.settimeout(5)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        body += s.recv(65536)
-    return int(data.split(b" ", 2)[1])
-
-
 def test(env, fail):
     port = harness.free_port()
     proc = env.start([env.demo, "--http", "127.0.0.1:%d" % port] + env.demo_settings(
@@ -95,7 +75,8 @@ def test(env, fail):
     while time.monotonic() - t0 < 3 * TIMEOUT_S:
         try:
             kept.sendall(b"GET /_test/hello HTTP/1.1\r\nHost: x\r\n\r\n")
-            statuses.append(answer(kept))
+            kept.settimeout(5)
+            statuses.append(harness.read_answer(kept))
         except OSError as e:  # closed under the client: the deadline did not move
             statuses.append(str(e))
             break
