@@ -23,7 +23,9 @@ int64_t int_arg(const Request& req, std::string_view name, int64_t max) {
   return value;
 }
 
-Response echo(Request& req, Context&) {
+// What the app sees of the request, and the client's CSRF token as a page with a form would
+// render it (so this answer sets the token's cookie when the client has none).
+Response echo(Request& req, Context& ctx) {
   std::string out = "method " + req.method + "\npath " + req.path + "\n";
   for (const auto& [k, v] : req.query_params.items()) out += "arg " + k + "=" + v + "\n";
   for (const auto& [k, v] : req.form.fields.items()) out += "field " + k + "=" + v + "\n";
@@ -33,6 +35,7 @@ Response echo(Request& req, Context&) {
   }
   for (const auto& [k, v] : req.cookies.items()) out += "cookie " + k + "\n";
   out += "client " + req.client_address + "\n";
+  out += "csrf " + ctx.csrf_token() + "\n";
   return Response::text(std::move(out));
 }
 

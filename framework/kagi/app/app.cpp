@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <optional>
 
 #include <kagi/app/csrf.hpp>
 #include <kagi/app/http_error.hpp>
@@ -253,14 +254,6 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
   if (int status = pipeline::parse_head(request, limits_, error)) {
     return send(error_page(status, error));
   }
-  // A missing cookie, or one this server did not sign (planted by someone else), gets a fresh
-  // token; the request itself still fails the check below if it is unsafe.
-  std::string token(csrf_.cookie_token(request, info.secure));
-  if (token.empty()) {
-    token = csrf_.issue();
-    info.new_csrf_token = token;
-  }
-
   Router::Match match = router_.match(request.method, request.path);
   if (match.kind == Router::Match::kNotFound) {
     return send(error_page(404, "There is nothing at " + request.path + "."));
@@ -271,15 +264,23 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
     return send(std::move(response));
   }
   info.route = *match.route;
+  // The client's signed token: checked here for an unsafe method; for a safe one, looked up (or
+  // issued, with its cookie) only if the handler asks for it (Context::csrf_token).
+  std::optional<std::string> token;
   if (csrf::is_unsafe_method(request.method)) {
     if (int status = pipeline::parse_body(request, limits_, error)) {
       return send(error_page(status, error));
     }
-    if (!csrf_.verify(request, info.secure)) {
+    const std::string_view cookie = csrf_.cookie_token(request, info.secure);
+    if (!csrf_.submitted(request, cookie)) {
+      // A missing cookie, or one this server did not sign (planted by someone else), is
+      // replaced here, so that the reload the page asks for works.
+      if (cookie.empty()) info.new_csrf_token = csrf_.issue();
       return send(error_page(403,
                              "The form's security token is missing or out of date. Reload the "
                              "page and submit it again."));
     }
+    token.emplace(cookie);
   }
   request.path_params = std::move(match.params);
 
@@ -288,7 +289,8 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
                                                 .path = request.path,
                                                 .client_address = request.client_address});
   Session session(*sessions_, request);
-  Context ctx(*this, *locks, session, info.request_id, token);
+  Context ctx(*this, *locks, session, info.request_id, std::move(token));
+  ctx.request_ = &request;
   ctx.info_ = &info;
   ctx.out_ = &out;
   http::Response response;
@@ -355,7 +357,7 @@ void App::handle(http::Request request, std::shared_ptr<Responder> out) {
 }
 
 Context::Context(App& app, lock::LockContext& lock_context, Session& request_session,
-                 std::string request_id, std::string csrf_token)
+                 std::string request_id, std::optional<std::string> csrf_token)
     : locks(lock_context),
       data(app.data()),
       session(request_session),
@@ -366,19 +368,35 @@ Context::Context(App& app, lock::LockContext& lock_context, Session& request_ses
       request_id_(std::move(request_id)),
       csrf_token_(std::move(csrf_token)) {}
 
+const std::string& Context::csrf_token() const {
+  if (!csrf_token_) {
+    const bool secure = info_ != nullptr && info_->secure;
+    csrf_token_ = request_ != nullptr ? std::string(app_.csrf_.cookie_token(*request_, secure))
+                                      : std::string();
+    // A missing cookie, or one this server did not sign (planted by someone else), gets a
+    // fresh token, set as the cookie by this request's answer.
+    if (csrf_token_->empty()) {
+      csrf_token_ = app_.csrf_.issue();
+      if (info_ != nullptr) info_->new_csrf_token = *csrf_token_;
+    }
+  }
+  return *csrf_token_;
+}
+
 bool Context::csrf_proven(const http::Request& request) const {
   return app_.csrf_.verify(request, info_ != nullptr && info_->secure);
 }
 
 Response Context::render(std::string_view name, view::Dict& dict, int status) const {
-  dict.set("CSRF", csrf_token_);
+  dict.set("CSRF", csrf_token());
   return Response::html(views.render(name, dict), status);
 }
 
 Response Context::render_cached(view::PageCache& cache, const std::string& key, uint64_t version,
                                 std::string_view name,
                                 const std::function<void(view::Dict&)>& fill) const {
-  if (!view::pastable_token(csrf_token_)) {  // never for kagi's hex tokens: kept correct anyway
+  const std::string& token = csrf_token();
+  if (!view::pastable_token(token)) {  // never for kagi's hex tokens: kept correct anyway
     view::Dict dict;
     fill(dict);
     return render(name, dict);
@@ -390,11 +408,13 @@ Response Context::render_cached(view::PageCache& cache, const std::string& key, 
     dict.set("CSRF", cache.marker());
     page = cache.store(key, version, views.render(name, dict));
   }
-  return Response::html(page->with_token(csrf_token_));
+  return Response::html(page->with_token(token));
 }
 
 Deferred Context::defer() {
   if (!deferred_) {
+    // The answer may be rendered after this point, and its cookie is set from this copy.
+    csrf_token();
     // Filled completely here: another thread may complete it before the handler returns.
     deferred_ = std::make_shared<Deferred::State>();
     deferred_->settings = &app_.settings_;

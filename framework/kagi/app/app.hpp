@@ -91,7 +91,9 @@ class App {
   void shutdown() KAGI_EXCLUDES(shutdown_mu_);
 
  private:
-  friend class Context;  // Context::defer() reads settings_, csrf_proven() csrf_
+  friend class Context;     // Context::defer() reads settings_, csrf_proven() csrf_
+  friend class TestClient;  // a client no page gave a CSRF token gets one from csrf_, named
+                            // after settings_.behind_https
   util::Mutex shutdown_mu_;
   std::vector<std::function<void()>> shutdown_hooks_ KAGI_GUARDED_BY(shutdown_mu_);
   Config conf_;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -72,7 +73,7 @@ class Deferred {
 class Context {
  public:
   Context(App& app, lock::LockContext& locks, Session& session, std::string request_id,
-          std::string csrf_token);
+          std::optional<std::string> csrf_token);
 
   lock::LockContext& locks;
   store::DataStore& data;
@@ -84,8 +85,11 @@ class Context {
   const Config& conf;
 
   const std::string& request_id() const { return request_id_; }
-  // The client's CSRF token: render it into forms as <input type=hidden name=_csrf>.
-  const std::string& csrf_token() const { return csrf_token_; }
+  // The client's CSRF token: render it into forms as <input type=hidden name=_csrf> (render()
+  // does, as {{CSRF}}). Made on first use: a client without a valid one gets a fresh token and
+  // its cookie with this answer. An answer that never asks (JSON, a redirect, a hello) sets no
+  // cookie, and costs no signature check.
+  const std::string& csrf_token() const;
   // True when the request submits (field _csrf or header X-CSRF-Token) this client's signed
   // token: proof that it came from one of the site's own pages. The pipeline checks it on
   // every unsafe method; a GET whose side effect must not be forgeable (the chat's presence)
@@ -114,10 +118,11 @@ class Context {
  private:
   friend class App;
   App& app_;
-  const pipeline::FinishInfo* info_ = nullptr;       // set by App::handle
+  const http::Request* request_ = nullptr;           // set by App::handle
+  pipeline::FinishInfo* info_ = nullptr;             // set by App::handle
   const std::shared_ptr<Responder>* out_ = nullptr;  // set by App::handle
   std::string request_id_;
-  std::string csrf_token_;
+  mutable std::optional<std::string> csrf_token_;  // none: not asked for yet
   std::shared_ptr<Deferred::State> deferred_;
 };
 

@@ -41,7 +41,10 @@ std::string_view Tokens::cookie_token(const http::Request& request, bool secure)
 }
 
 bool Tokens::verify(const http::Request& request, bool secure) const {
-  std::string_view expected = cookie_token(request, secure);
+  return submitted(request, cookie_token(request, secure));
+}
+
+bool Tokens::submitted(const http::Request& request, std::string_view expected) const {
   if (expected.empty()) return false;
   std::optional<std::string_view> sent = request.form.fields.get(kField);
   if (!sent) sent = request.headers.get(kHeader);

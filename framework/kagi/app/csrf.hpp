@@ -54,6 +54,9 @@ class Tokens {
   // True when the request's cookie token is ours and the request submits (field _csrf or
   // header X-CSRF-Token) the same token. False when either is missing.
   bool verify(const http::Request& request, bool secure) const;
+  // verify() with the cookie token already looked up (cookie_token()): true when it is not
+  // empty and the request submits the same token.
+  bool submitted(const http::Request& request, std::string_view cookie_token) const;
 
  private:
   util::Secret secret_;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <kagi/app/app.hpp>
+#include <kagi/app/csrf.hpp>
 #include <kagi/app/responder.hpp>
 #include <kagi/http/form.hpp>
 
@@ -42,6 +43,12 @@ http::Response TestClient::get(std::string target) {
 http::Response TestClient::post_form(
     std::string target, const std::vector<std::pair<std::string, std::string>>& fields) {
   if (token_.empty()) get("/");
+  if (token_.empty()) {
+    // "/" shows no form, so it set no cookie (the token is made only for pages that ask for
+    // it): the client gets one the way a page with a form would have given it.
+    token_ = app_.csrf_.issue();
+    cookies_.emplace_back(csrf::cookie_name(app_.settings_.behind_https), token_);
+  }
   std::string body = "_csrf=" + http::percent_encode(token_);
   for (const auto& [name, value] : fields) {
     body += "&" + http::percent_encode(name) + "=" + http::percent_encode(value);

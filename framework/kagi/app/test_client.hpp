@@ -33,7 +33,8 @@ class TestClient {
 
   http::Response get(std::string target);
   // An application/x-www-form-urlencoded POST of `fields` plus _csrf (fetched with a GET of
-  // "/" first when the client has no token yet).
+  // "/" first when the client has no token yet; if "/" shows no form, the client is given a
+  // token as a page with a form would give it).
   http::Response post_form(std::string target,
                            const std::vector<std::pair<std::string, std::string>>& fields);
   // Any request, with this client's address and cookie. Waits at most `bound` for the answer

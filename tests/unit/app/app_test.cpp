@@ -40,6 +40,8 @@ class AppTest : public ::testing::Test {
          "log.access=false", "locks.timeout_ms=200", "limits.max_body_bytes=1000"}));
     Router& r = app_->router();
     r.get("/hello", [](Request&, Context&) { return Response::text("hello"); });
+    // A page with a form: it asks for the client's CSRF token.
+    r.get("/token", [](Request&, Context& ctx) { return Response::text(ctx.csrf_token()); });
     r.post("/form", [](Request& req, Context&) {
       return Response::text("got " + std::string(req.field("x")));
     });
@@ -93,7 +95,7 @@ class AppTest : public ::testing::Test {
                                  fill(dict);
                                });
     });
-    token_ = run(get("/hello")).cookies.at(0).value;  // a token this app signed
+    token_ = run(get("/token")).cookies.at(0).value;  // a token this app signed
   }
   void TearDown() override {
     app_.reset();
@@ -143,24 +145,51 @@ TEST_F(AppTest, ServesAndAddsSecurityHeaders) {
 }
 
 TEST_F(AppTest, SetsTheCsrfCookieOnlyWhenMissing) {
-  auto r = run(get("/hello"));
+  auto r = run(get("/token"));
   ASSERT_EQ(r.cookies.size(), 1u);
   EXPECT_EQ(r.cookies[0].name, "kagi_csrf");
+  EXPECT_EQ(r.cookies[0].value, r.body) << "the cookie holds the token the page rendered";
   EXPECT_TRUE(r.cookies[0].http_only);
   EXPECT_EQ(r.cookies[0].same_site, "Lax");
   EXPECT_FALSE(r.cookies[0].secure);
-  auto with = get("/hello");
+  auto with = get("/token");
   with.headers.add("Cookie", "kagi_csrf=" + token_);
-  EXPECT_TRUE(run(std::move(with)).cookies.empty());
-  auto https = get("/hello");
+  r = run(std::move(with));
+  EXPECT_TRUE(r.cookies.empty());
+  EXPECT_EQ(r.body, token_);
+  auto https = get("/token");
   https.https = true;
   EXPECT_TRUE(run(std::move(https)).cookies.at(0).secure);
+}
+
+// An answer that shows no form (a hello, JSON, a 404) sets no cookie: nothing would use it,
+// and a Set-Cookie on every answer keeps shared caches from keeping any of them.
+TEST_F(AppTest, AnAnswerThatNeverAsksForTheTokenSetsNoCookie) {
+  EXPECT_TRUE(run(get("/hello")).cookies.empty());
+  EXPECT_TRUE(run(get("/nothing-here")).cookies.empty());
+  // A planted cookie is left alone until a page asks for the token, and replaced then.
+  const std::string planted = std::string(64, 'a');
+  auto hello = get("/hello");
+  hello.headers.add("Cookie", "kagi_csrf=" + planted);
+  EXPECT_TRUE(run(std::move(hello)).cookies.empty());
+  auto page = get("/token");
+  page.headers.add("Cookie", "kagi_csrf=" + planted);
+  const http::Response r = run(std::move(page));
+  ASSERT_EQ(r.cookies.size(), 1u);
+  EXPECT_NE(r.cookies[0].value, planted);
+  EXPECT_EQ(r.cookies[0].value, r.body);
+  // A parked answer may be rendered after defer(): it carries the cookie made at defer().
+  auto out = std::make_shared<CapturingResponder>();
+  app_->handle(get("/park"), out);
+  ASSERT_TRUE(static_cast<bool>(parked_));
+  ASSERT_TRUE(parked_.complete(Response::text("late")));
+  EXPECT_EQ(out->get().cookies.size(), 1u);
 }
 
 // A kept page, served to each client with its own token, is byte for byte the page rendering
 // it for that client gives; a new version renders again.
 TEST_F(AppTest, ACachedPageIsTheRenderedPageWithTheReadersToken) {
-  const std::string other = run(get("/hello")).cookies.at(0).value;
+  const std::string other = run(get("/token")).cookies.at(0).value;
   ASSERT_NE(other, token_);
   auto as = [](std::string target, const std::string& token) {
     http::Request r = get(std::move(target));
@@ -305,7 +334,7 @@ TEST_F(AppTest, PlantedUnsignedCookieIsRefusedAndReplaced) {
 }
 
 TEST_F(AppTest, HttpsUsesTheHostPrefixedCookie) {
-  auto https_get = get("/hello");
+  auto https_get = get("/token");
   https_get.https = true;
   auto r = run(std::move(https_get));
   ASSERT_EQ(r.cookies.size(), 1u);

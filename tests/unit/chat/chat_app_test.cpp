@@ -61,8 +61,8 @@ class ChatAppTest : public ::testing::Test {
     const AppModule chat = chat_module();
     app_ = std::make_unique<App>(Config::load(schema_for({chat}), std::nullopt, sets), fs_);
     chat.mount(*app_);
-    // A token this app signed, as a browser gets it: from the cookie of a first page.
-    for (const auto& cookie : run(get("/chat/lobby/who")).cookies) {
+    // A token this app signed, as a browser gets it: from the cookie of the room's page.
+    for (const auto& cookie : run(get("/chat/lobby/")).cookies) {
       if (cookie.name == "kagi_csrf") token_ = cookie.value;
     }
     ASSERT_FALSE(token_.empty()) << "the first answer set no CSRF cookie";
