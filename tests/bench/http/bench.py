@@ -105,17 +105,18 @@ class Bench:
 PEERS = os.path.join(HERE, "..", "peers")
 
 
-def start_c_hello(env, name="hello", body=None):
+def start_c_hello(env, name="hello", args=()):
     """The libfcgi C hello world (tests/bench/peers/hello_fcgi.c), one thread per connection
     nginx may keep open, so kept connections never starve it; on env.path(name + ".sock").
-    With `body` (a file) it answers those bytes instead."""
+    `args` after the thread count: [FILE] answers that file's bytes instead, ["--append", LOG]
+    appends each request's body to LOG under flock (the floor of a locked write)."""
     binary = env.path("hello_fcgi")
     if not os.path.exists(binary):
         subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "hello_fcgi.c"), "-lfcgi",
                         "-o", binary], check=True)
     sock = env.path(name + ".sock")
     env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary, str(CONNECTIONS)] +
-              ([body] if body else []), name + "_fcgi.out")
+              list(args), name + "_fcgi.out")
     harness.wait_for_unix(sock)
     return sock
 
@@ -142,7 +143,7 @@ def same_bytes_floors(bench, env, ports):
     def c_floor(key, body):
         path = env.path("same-bytes-" + key)
         open(path, "wb").write(body)
-        start_c_hello(env, "c-" + key, path)
+        start_c_hello(env, "c-" + key, [path])
         return bench.scenario("libfcgi C program answering the %s's %d bytes" % (SAME_BYTES[key],
                                                                            len(body)),
                               "http://127.0.0.1:%d/" % ports["c_" + key])
@@ -153,6 +154,21 @@ def same_bytes_floors(bench, env, ports):
                                                                              len(body)),
                               "http://127.0.0.1:%d/same-bytes-%s" % (ports["base"], key))
     return c_floor, static_floor
+
+
+def write_floor(bench, env, port, log):
+    """A function() that measures the floor of a locked write: the C program behind nginx
+    appending each posted body to one file under flock (hello_fcgi.c --append), sent the same
+    posts as kagi's write rows (post.lua), each counted back as a line of the file."""
+    def lines():
+        return open(log, "rb").read().count(b"\n") if os.path.exists(log) else 0
+
+    def measure():
+        return bench.scenario("libfcgi C program: flock, append the body, unlock (1 file)",
+                              "http://127.0.0.1:%d" % port, os.path.join(HERE, "post.lua"),
+                              {"KAGI_CSRF": TOKEN, "KAGI_PATHS": "/", "KAGI_OK": "303"},
+                              stored=lines)
+    return measure
 
 
 def start_php_fpm(env, children):
@@ -437,10 +453,12 @@ def same_bytes(port, token, path):
     return harness.request(port, "GET", path, headers={"Cookie": "kagi_csrf=" + token}).body
 
 
-def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floor=None):
+def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floor=None,
+                  append_floor=None):
     """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
     ends the write rows' names, `read_tag` goes inside the read rows' parentheses. `floor`
-    (same_bytes_floors) measures a floor answering the same bytes before each big read."""
+    (same_bytes_floors) measures a floor answering the same bytes before each big read,
+    `append_floor` (write_floor) the floor of a locked write before the writes."""
     url = "http://127.0.0.1:%d" % port
     post = os.path.join(HERE, "post.lua")
     rows = {}
@@ -450,6 +468,8 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floo
             rows["page_floor"] = floor("page", same_bytes(port, token, "/bbs/general/"))
         rows["page"] = bench.scenario("%s BBS page read (20 posts%s)" % (who, read_tag),
                                       url + "/bbs/general/")
+    if append_floor:
+        rows["write_floor"] = append_floor()
     rows["post1"] = bench.scenario(
         "%s BBS post, 1 board%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"},
@@ -511,14 +531,17 @@ def run_all(bench, env):
     peers' durability: no fsync) and kagi with its default, always; then kagi on two hosts
     sharing PostgreSQL, with each of the two."""
     ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always", "c_page",
-                                               "c_poll")}
+                                               "c_poll", "c_append")}
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
     always_sock, _ = run_kagi(env, "always")
     c_sock = start_c_hello(env)
+    append_log = env.path("c-append.log")
+    extra_c = c_server("c_append", start_c_hello(env, "c-append", ["--append", append_log]),
+                       ports["c_append"])
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
-    extra += kagi_server("kagi_always", [always_sock], ports["always"])
+    extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
     # The same-bytes C peers start when kagi's answers are known (same_bytes_floors).
     for key in SAME_BYTES:
         extra += c_server("c_" + key, env.path("c-%s.sock" % key), ports["c_" + key])
@@ -527,7 +550,7 @@ def run_all(bench, env):
     for fsync, port in pg_ports.items():
         extra += kagi_server("kagi_pg_" + fsync, pg_sockets(env, fsync), port)
     start_nginx(env, ports["kagi"], ports["base"], sock, extra)
-    for port in [ports[k] for k in ("c", "php", "always", "c_page", "c_poll")] + \
+    for port in [ports[k] for k in ("c", "php", "always", "c_page", "c_poll", "c_append")] + \
             list(pg_ports.values()):
         harness.wait_for_port(port, None, "nginx")
 
@@ -542,7 +565,8 @@ def run_all(bench, env):
     kagi_token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
     c_floor, static_floor = same_bytes_floors(bench, env, ports)
     r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)",
-                              floor=c_floor)
+                              floor=c_floor,
+                              append_floor=write_floor(bench, env, ports["c_append"], append_log))
     r["rss"] = peak_rss_kib(pids)
     always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
@@ -615,6 +639,21 @@ def same_bytes_ratios(r):
     return out
 
 
+# The writes whose floor is the C program's locked append (write_floor).
+SAME_WORK = {"post1": "BBS post, 1 board", "say": "chat say"}
+
+
+def same_work_ratios(r):
+    """(write, kagi / the floor doing a locked append, that floor / the C hello) for the FastCGI
+    writes measured beside that floor."""
+    k = r["kagi"]
+    if "write_floor" not in k:
+        return []
+    floor = k["write_floor"]["rps"]
+    return [("kagi %s (FastCGI, data.fsync=never)" % what, k[key]["rps"] / floor,
+             floor / r["c_hello"]["rps"]) for key, what in SAME_WORK.items()]
+
+
 def floor_note(needed, floor):
     """Whether a goal asks for more than the FastCGI floor measured in the same run."""
     if needed is None:
@@ -669,6 +708,22 @@ def write_report(path, bench, results, command):
     ]
     for what, got, floor_share in same_bytes_ratios(results):
         lines.append("| %s | %.2f× | %.2f× |" % (what, got, floor_share))
+    if same_work_ratios(results):
+        lines += [
+            "",
+            "### The same work from the floor",
+            "",
+            "A post or a say must take its board's or room's exclusive lock and append under it, "
+            "so every write to one board waits for the one before it. The run measures that "
+            "floor too, right before kagi's write rows: the C program behind the same nginx, "
+            "sent the same posts, appending each body to one file under an exclusive `flock` "
+            "(`hello_fcgi.c --append`: no parsing, no read of the file, no check, no fsync).",
+            "",
+            "| write | kagi / the floor's locked append | that floor / the C hello |",
+            "|---|---:|---:|",
+        ]
+        for what, got, floor_share in same_work_ratios(results):
+            lines.append("| %s | %.2f× | %.2f× |" % (what, got, floor_share))
     lines += [
         "",
         "## All rows",
@@ -835,6 +890,10 @@ def main():
             print("\nagainst the same bytes:")
             for what, got, floor_share in same_bytes_ratios(results):
                 print("  %-40s %6.2fx  (that floor: %.2fx its hello floor)" % (
+                    what, got, floor_share))
+            print("\nagainst the same work:")
+            for what, got, floor_share in same_work_ratios(results):
+                print("  %-40s %6.2fx  (that floor: %.2fx the C hello)" % (
                     what, got, floor_share))
             write_report(args.out or os.path.join(args.source, "docs", "BENCHMARKS.md"), bench,
                          results, "scripts/bench")
