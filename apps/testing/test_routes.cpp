@@ -62,6 +62,13 @@ void mount_test_routes(App& app) {
     return Response::json("{\"in_use\":" + std::to_string(info.uordblks + info.hblkhd) + "}");
   });
   r.post("/_test/echo", echo);
+  // An empty answer with the status `code` (200..599): how front ends frame each status.
+  r.get("/_test/status", [](Request& req, Context&) {
+    Response response;
+    response.status = static_cast<int>(int_arg(req, "code", 599));
+    if (response.status < 200) throw HttpError(400, "code must be from 200 to 599");
+    return response;
+  });
   r.get("/_test/sleep", [](Request& req, Context&) {
     int64_t ms = int_arg(req, "ms", 60000);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));

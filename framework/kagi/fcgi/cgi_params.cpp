@@ -15,8 +15,6 @@ std::string_view param_value(std::string_view entry) {
   return eq == std::string_view::npos ? std::string_view() : entry.substr(eq + 1);
 }
 
-bool has_crlf(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
-
 }  // namespace
 
 std::string header_name(std::string_view param) {
@@ -93,16 +91,9 @@ std::optional<uint64_t> content_length(const http::Request& request) {
 std::string response_head(const http::Response& response) {
   std::string head = "Status: " + std::to_string(response.status) + " " +
                      http::reason_phrase(response.status) + "\r\n";
-  bool have_length = false;
-  for (const auto& [name, value] : response.headers.items()) {
-    if (has_crlf(name) || has_crlf(value) || name.empty()) continue;
-    if (http::iequals(name, "Content-Length")) have_length = true;
-    head += name + ": " + value + "\r\n";
-  }
-  for (const auto& cookie : response.cookies) {
-    std::string line = http::to_set_cookie(cookie);
-    if (!has_crlf(line)) head += "Set-Cookie: " + line + "\r\n";
-  }
+  http::append_fields(head, response);
+  const std::optional<std::string_view> length = response.headers.get("Content-Length");
+  const bool have_length = length && !http::has_line_break(*length);
   // Without a body (HEAD, 204, 304) the length is left to the app: the web server frames
   // the response itself.
   if (!have_length && !response.body.empty()) {

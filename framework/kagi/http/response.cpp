@@ -12,6 +12,26 @@ std::string to_set_cookie(const Cookie& cookie) {
   return out;
 }
 
+bool has_line_break(std::string_view text) {
+  // Two memchr scans: find_first_of("\r\n") calls memchr once per byte of `text`.
+  return text.find('\r') != text.npos || text.find('\n') != text.npos;
+}
+
+void append_fields(std::string& head, const Response& response, std::string_view skip_a,
+                   std::string_view skip_b) {
+  for (const auto& [name, value] : response.headers.items()) {
+    if (name.empty() || has_line_break(name) || has_line_break(value)) continue;
+    if ((!skip_a.empty() && iequals(name, skip_a)) || (!skip_b.empty() && iequals(name, skip_b))) {
+      continue;
+    }
+    head.append(name).append(": ").append(value).append("\r\n");
+  }
+  for (const auto& cookie : response.cookies) {
+    std::string line = to_set_cookie(cookie);
+    if (!has_line_break(line)) head.append("Set-Cookie: ").append(line).append("\r\n");
+  }
+}
+
 namespace {
 Response with_type(std::string body, int status, const char* type) {
   Response r;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <kagi/http/headers.hpp>
@@ -38,5 +39,16 @@ struct Response {
 
 // The reason phrase for a status code ("Not Found"), or "Unknown".
 const char* reason_phrase(int status);
+
+// True when `text` holds a CR or an LF: as a header name or value it would end the line early
+// and start one of the sender's choosing (header injection).
+bool has_line_break(std::string_view text);
+
+// Appends the response's header fields, then its cookies (Set-Cookie), to a response head, one
+// "Name: value\r\n" line each, as both front ends send them. Left out: a field with an empty
+// name, any field or cookie holding a line break, and fields named `skip_a` or `skip_b`
+// (case-insensitive; empty: none), which the front end writes itself.
+void append_fields(std::string& head, const Response& response, std::string_view skip_a = {},
+                   std::string_view skip_b = {});
 
 }  // namespace kagi::http

@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -61,8 +62,6 @@ constexpr int kMaxNestedAnswers = 16;
 // the maximum while it keeps failing.
 constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(50);
 constexpr auto kAcceptBackoffMax = std::chrono::milliseconds(1000);
-
-bool has_crlf(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
 
 // A synchronous write stream that appends to a string: Beast serializes an answer into the
 // connection's output with it.
@@ -356,6 +355,42 @@ class Session : public std::enable_shared_from_this<Session> {
     advance();
   }
 
+  // Appends `response` to the answers waiting in out_: the head written here directly (no
+  // header container built per answer), framed with Content-Length.
+  void append_answer(const http::Response& response, bool keep_alive) {
+    const bool http10 = reader_.version() == 10;
+    const int status = response.status;
+    out_.append(http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+    char digits[16];
+    char* end = std::to_chars(digits, digits + sizeof digits, status).ptr;
+    out_.append(digits, static_cast<size_t>(end - digits)).append(" ");
+    out_.append(http::reason_phrase(status)).append("\r\n");
+    http::append_fields(out_, response, "Content-Length", "Connection");
+    if (keep_alive == http10) {
+      out_.append(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+    }
+    // 1xx, 204 and 304 have no body and no length (RFC 9110 section 8.6).
+    const bool bodiless = status < 200 || status == 204 || status == 304;
+    std::string counted;
+    std::string_view length;
+    if (head_) {
+      // The pipeline empties a HEAD response's body; the length of the GET body is only
+      // known when the app states it.
+      if (auto stated = response.headers.get("Content-Length");
+          stated && !http::has_line_break(*stated)) {
+        length = *stated;
+      } else if (!response.body.empty()) {
+        counted = std::to_string(response.body.size());
+      }
+    } else if (!bodiless) {
+      counted = std::to_string(response.body.size());
+    }
+    if (!counted.empty()) length = counted;
+    if (!length.empty()) out_.append("Content-Length: ").append(length).append("\r\n");
+    out_.append("\r\n");
+    if (!head_ && !bodiless) out_.append(response.body);
+  }
+
   // Appends `message` to the answers waiting in out_.
   template <typename Message>
   void serialize(const Message& message) {
@@ -433,35 +468,9 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   void write(http::Response response) {
     if (closed_) return;
-    bhttp::response<bhttp::string_body> res;  // serialized below, before this returns
-    res.version(reader_.version() == 10 ? 10 : 11);
-    res.result(static_cast<unsigned>(response.status));
-    res.reason(http::reason_phrase(response.status));
-    for (const auto& [name, value] : response.headers.items()) {
-      if (name.empty() || has_crlf(name) || has_crlf(value)) continue;
-      if (http::iequals(name, "Content-Length") || http::iequals(name, "Connection")) continue;
-      res.insert(name, value);
-    }
-    for (const auto& cookie : response.cookies) {
-      std::string line = http::to_set_cookie(cookie);
-      if (!has_crlf(line)) res.insert(bhttp::field::set_cookie, line);
-    }
-    bool keep_alive =
+    const bool keep_alive =
         !close_after_error_ && !core_->stopping() && reader_.done() && reader_.keep_alive();
-    res.keep_alive(keep_alive);
-    if (head_) {
-      // The pipeline empties a HEAD response's body; the length of the GET body is only
-      // known when the app states it.
-      if (auto length = response.headers.get("Content-Length")) {
-        res.set(bhttp::field::content_length, beast::string_view(length->data(), length->size()));
-      } else if (!response.body.empty()) {
-        res.content_length(response.body.size());
-      }
-    } else {
-      res.body() = std::move(response.body);
-      res.prepare_payload();
-    }
-    serialize(res);
+    append_answer(response, keep_alive);
     arm_deadline(core_->options().idle_timeout);
     if (close_after_error_) return close_after_output(AfterOutput::kLinger);
     if (!keep_alive) return close_after_output(AfterOutput::kShutdown);

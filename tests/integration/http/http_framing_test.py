@@ -273,11 +273,78 @@ def test(env, fail):
     s.close()
     fail.check(statuses(data) == [200, 200] and b"arg n=2" in data,
                "next request sent while parked: both answered (%r)" % statuses(data))
+    answer_heads(fail, port)
     pipelined_rounds(fail, port)
     coalesced_answers(fail, port)
     continue_after_answers(fail, port)
     idle_output_memory(fail, port)
     fail.check(proc.poll() is None, "kagi-demo still running")
+
+
+def head_fields(data):
+    """(status, {lower-case field name: value}, what follows the head) of one answer."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    fields = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    return status_of(data), fields, rest
+
+
+def read_one(s):
+    """head_fields() of one whole answer read from the raw socket `s` (by its length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    status, fields, body = head_fields(data)
+    while len(body) < int(fields.get("content-length", "0")):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return status, fields, body
+
+
+def answer_heads(fail, port):
+    """How the front end frames its answers: the length, the connection, bodiless statuses."""
+    for code in (204, 304):
+        data, closed = exchange(port, b"GET /_test/status?code=%d HTTP/1.1\r\nHost: x\r\n"
+                                b"Connection: close\r\n\r\n" % code)
+        status, fields, rest = head_fields(data)
+        fail.equal(status, code, "GET /_test/status?code=%d" % code)
+        fail.check("content-length" not in fields and rest == b"" and closed,
+                   "a %d answer has no Content-Length and no body: %r" % (code, data[:300]))
+    data, closed = exchange(port, b"GET /_test/status?code=200 HTTP/1.1\r\nHost: x\r\n"
+                            b"Connection: close\r\n\r\n")
+    status, fields, rest = head_fields(data)
+    fail.check(status == 200 and fields.get("content-length") == "0" and rest == b"",
+               "an empty 200 says Content-Length: 0: %r" % data[:300])
+    fail.check(fields.get("connection") == "close" and closed,
+               "Connection: close is answered with Connection: close, then the close")
+    data, closed = exchange(port, b"HEAD /_test/hello HTTP/1.1\r\nHost: x\r\n"
+                            b"Connection: close\r\n\r\n")
+    status, fields, rest = head_fields(data)
+    fail.check(status == 200 and fields.get("content-length") == "6" and rest == b"",
+               "HEAD states the GET's length and sends no body: %r" % data[:300])
+    # HTTP/1.0 keeps the connection only when asked, and says so.
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        for i in range(2):
+            s.sendall(b"GET /_test/hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            status, fields, body = read_one(s)
+            fail.check(status == 200 and body == b"hello\n" and
+                       fields.get("connection", "").lower() == "keep-alive",
+                       "HTTP/1.0 keep-alive answer %d: %r %r" % (i + 1, status, fields))
+    finally:
+        s.close()
+    data, closed = exchange(port, b"GET /_test/hello HTTP/1.0\r\n\r\n")
+    status, fields, rest = head_fields(data)
+    fail.check(status == 200 and "connection" not in fields and rest == b"hello\n" and closed,
+               "HTTP/1.0 without keep-alive: answered, then closed: %r" % data[:300])
 
 
 def heap_in_use(port):
