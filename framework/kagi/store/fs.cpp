@@ -18,6 +18,27 @@ namespace {
 int ret(int r) { return r < 0 ? -errno : r; }
 ssize_t ret(ssize_t r) { return r < 0 ? -errno : r; }
 
+int64_t ns_of(const struct statx_timestamp& t) { return t.tv_sec * 1'000'000'000LL + t.tv_nsec; }
+
+// What statx filled, as a struct stat (with the change time) and the birth time (0: none).
+void from_statx(const struct statx& sx, struct stat* st, int64_t* birth_ns) {
+  *st = {};
+  st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  st->st_ino = sx.stx_ino;
+  st->st_mode = sx.stx_mode;
+  st->st_nlink = sx.stx_nlink;
+  st->st_uid = sx.stx_uid;
+  st->st_gid = sx.stx_gid;
+  st->st_size = static_cast<off_t>(sx.stx_size);
+  st->st_ctim.tv_sec = sx.stx_ctime.tv_sec;
+  st->st_ctim.tv_nsec = sx.stx_ctime.tv_nsec;
+  st->st_mtim.tv_sec = sx.stx_mtime.tv_sec;
+  st->st_mtim.tv_nsec = sx.stx_mtime.tv_nsec;
+  *birth_ns = (sx.stx_mask & STATX_BTIME) ? ns_of(sx.stx_btime) : 0;
+}
+
+constexpr unsigned kStatxMask = STATX_BASIC_STATS | STATX_BTIME;
+
 class RealFs final : public FileSystem {
  public:
   int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {
@@ -52,22 +73,20 @@ class RealFs final : public FileSystem {
   int fstat(int fd, struct stat* st) override { return ret(::fstat(fd, st)); }
   int fstat_birth(int fd, struct stat* st, int64_t* birth_ns) override {
     struct statx sx {};
-    if (::statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) {
+    if (::statx(fd, "", AT_EMPTY_PATH, kStatxMask, &sx) != 0) {
       if (errno != ENOSYS) return -errno;
       *birth_ns = 0;
       return fstat(fd, st);
     }
-    *st = {};
-    st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-    st->st_ino = sx.stx_ino;
-    st->st_mode = sx.stx_mode;
-    st->st_nlink = sx.stx_nlink;
-    st->st_uid = sx.stx_uid;
-    st->st_gid = sx.stx_gid;
-    st->st_size = static_cast<off_t>(sx.stx_size);
-    *birth_ns = (sx.stx_mask & STATX_BTIME)
-                    ? sx.stx_btime.tv_sec * 1'000'000'000LL + sx.stx_btime.tv_nsec
-                    : 0;
+    from_statx(sx, st, birth_ns);
+    return 0;
+  }
+  int stat_birth_at(int dir_fd, const char* path, struct stat* st, int64_t* birth_ns) override {
+    struct statx sx {};
+    if (::statx(dir_fd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, kStatxMask, &sx) != 0) {
+      return -errno;
+    }
+    from_statx(sx, st, birth_ns);
     return 0;
   }
   int close(int fd) override { return ret(::close(fd)); }

@@ -53,6 +53,14 @@ class FileSystem {
     *birth_ns = 0;
     return fstat(fd, st);
   }
+  // fstat_birth of `path` below `dir_fd`, without opening it and without following a symlink
+  // at its end, with attributes asked fresh from the filesystem (AT_STATX_FORCE_SYNC). The
+  // path is not resolved safely: only compare what it names with a file opened safely before.
+  // -ENOSYS where unavailable (the default).
+  virtual int stat_birth_at(int dir_fd, const char* path, struct stat* st, int64_t* birth_ns) {
+    (void)dir_fd, (void)path, (void)st, (void)birth_ns;
+    return -ENOSYS;
+  }
   virtual int close(int fd) = 0;
 };
 

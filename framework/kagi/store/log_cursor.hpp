@@ -23,7 +23,9 @@ inline constexpr size_t kMaxRecord = 16u << 20;
 // files: the file's identity and the end of the last whole record it saw, with that record's
 // frame header. The birth time (where the filesystem keeps one) and the header, read again, are
 // checked before the cursor is trusted, so a log replaced by rewrite_log() is noticed even when
-// the new file reuses the old inode number.
+// the new file reuses the old inode number. With the change time as well, a log found by its
+// path with the same identity, change time and size as the cursor's is known unchanged without
+// opening it (DataDir::read_log_since, on local filesystems).
 // postgres: the log's generation (new at every rewrite_log) and the last sequence number seen.
 struct LogCursor {
   dev_t dev = 0;
@@ -32,6 +34,7 @@ struct LogCursor {
   uint64_t end = 0;          // just past the last whole record seen; 0: nothing seen yet
   uint64_t last_start = 0;   // where that record's frame starts; 0: no record (an empty log)
   uint64_t last_header = 0;  // its 8-byte frame header (length and CRC-32C)
+  int64_t ctime_ns = 0;      // the file's change time when it was read; 0: unknown
   int64_t generation = 0;    // postgres: kagi_logs.generation; 0: nothing seen yet
   int64_t seq = 0;           // postgres: the last record's kagi_log_records.seq
 };

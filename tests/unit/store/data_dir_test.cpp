@@ -7,18 +7,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/damage.hpp>
 #include <kagi/store/fault_fs.hpp>
+
+#include "forwarding_fs.hpp"
 
 namespace kagi::store {
 namespace {
@@ -49,6 +53,20 @@ std::vector<std::string> temp_files(const fs::path& dir) {
   }
   return found;
 }
+
+// The real filesystem, counting the files opened (the known-unchanged read opens none).
+class CountingFs final : public testing::ForwardingFs {
+ public:
+  int open_at(int d, const char* n, int f, mode_t m) override {
+    ++opens;
+    return ForwardingFs::open_at(d, n, f, m);
+  }
+  int open_beneath(int d, const char* p, int f) override {
+    ++opens;
+    return ForwardingFs::open_beneath(d, p, f);
+  }
+  std::atomic<int> opens{0};
+};
 
 class DataDirTest : public ::testing::Test {
  protected:
@@ -85,6 +103,7 @@ class DataDirTest : public ::testing::Test {
   fs::path root_, data_;
   // Declared before dir_ so that they outlive it (a DataDir uses its FileSystem to the end).
   FaultFs faulty_, faulty2_;
+  CountingFs counting_;
   std::unique_ptr<lock::LockService> service_;
   std::unique_ptr<lock::LockContext> ctx_;
   std::unique_ptr<DataDir> dir_;
@@ -308,6 +327,57 @@ TEST_F(DataDirTest, ReadLogSinceSeesAnotherBirthTime) {
   LogTail other = dir_->read_log_since(g, "s.log", cursor).value();
   EXPECT_TRUE(other.restarted);
   EXPECT_EQ(other.records, (std::vector<std::string>{"a", "b"}));
+}
+
+// On a local filesystem, a log nobody wrote since the cursor's read is known unchanged from
+// one statx of its path: no open. Every change still reaches the reader: an append by another
+// process, a same-sized rewrite in place, a replacement, a removal, a symlink put in its place.
+TEST_F(DataDirTest, AnUnchangedLogIsKnownWithoutOpeningIt) {
+  open_dir(true, &counting_);
+  auto g = ctx_->exclusive("l");
+  for (const char* r : {"ab", "c"}) ASSERT_TRUE(dir_->append(g, "s.log", r).ok());
+  LogCursor cursor;
+  ASSERT_EQ(dir_->read_log_since(g, "s.log", cursor).value().records.size(), 2u);
+  if (cursor.birth_ns == 0) GTEST_SKIP() << "this filesystem keeps no birth time";
+  const auto unchanged_read_opens = [&] {
+    const int before = counting_.opens;
+    LogTail same = dir_->read_log_since(g, "s.log", cursor).value();
+    EXPECT_FALSE(same.restarted);
+    EXPECT_TRUE(same.records.empty());
+    return counting_.opens - before;
+  };
+  EXPECT_EQ(unchanged_read_opens(), 0);
+
+  std::error_code ec;
+  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(other->append(g, "s.log", "d").ok());
+  EXPECT_EQ(dir_->read_log_since(g, "s.log", cursor).value().records,
+            (std::vector<std::string>{"d"}));
+  EXPECT_EQ(unchanged_read_opens(), 0);
+
+  // The same size and inode, other records (the last one too, which the opening read checks):
+  // the metadata differs only in the change time (a coarse clock ticks within 10 ms).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  rewrite_in_place(data_ / "s.log", {"a", "bc", "e"}, *other, g);
+  LogTail rewritten = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(rewritten.restarted);
+  EXPECT_EQ(rewritten.records, (std::vector<std::string>{"a", "bc", "e"}));
+  EXPECT_EQ(unchanged_read_opens(), 0);
+
+  ASSERT_TRUE(other->rewrite_log(g, "s.log", {"compacted"}).ok());
+  LogTail replaced = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(replaced.restarted);
+  EXPECT_EQ(replaced.records, (std::vector<std::string>{"compacted"}));
+
+  // A symlink to the very file the cursor read stands in its place: refused, not trusted.
+  fs::rename(data_ / "s.log", data_ / "real.log");
+  fs::create_symlink("real.log", data_ / "s.log");
+  EXPECT_FALSE(dir_->read_log_since(g, "s.log", cursor).ok());
+  fs::remove(data_ / "s.log");
+  LogTail gone = dir_->read_log_since(g, "s.log", cursor).value();
+  EXPECT_TRUE(gone.restarted);
+  EXPECT_TRUE(gone.records.empty());
 }
 
 // The append hint is a cursor too: a log replaced in place must not be cut at the old end

@@ -14,11 +14,11 @@
 #include <string_view>
 #include <thread>
 
-#include <kagi/store/fs.hpp>
+#include "forwarding_fs.hpp"
 
 namespace kagi::store::testing {
 
-class SlowSyncFs final : public FileSystem {
+class SlowSyncFs final : public ForwardingFs {
  public:
   // From now on fsyncs wait for release(): all of them, or only those of files whose path
   // ends with `suffix` (".log": the logs, not the whole-file commits beside them).
@@ -49,28 +49,6 @@ class SlowSyncFs final : public FileSystem {
     slow_down(fd);
     return real_fs().syncfs(fd);
   }
-  int open_at(int d, const char* n, int f, mode_t m) override {
-    return real_fs().open_at(d, n, f, m);
-  }
-  int open_beneath(int d, const char* p, int f) override { return real_fs().open_beneath(d, p, f); }
-  ssize_t write(int fd, const void* b, size_t n) override { return real_fs().write(fd, b, n); }
-  ssize_t pwrite(int fd, const void* b, size_t n, off_t o) override {
-    return real_fs().pwrite(fd, b, n, o);
-  }
-  ssize_t pread(int fd, void* b, size_t n, off_t o) override {
-    return real_fs().pread(fd, b, n, o);
-  }
-  int rename_at(int a, const char* b, int c, const char* d) override {
-    return real_fs().rename_at(a, b, c, d);
-  }
-  int unlink_at(int d, const char* n) override { return real_fs().unlink_at(d, n); }
-  int mkdir_at(int d, const char* n, mode_t m) override { return real_fs().mkdir_at(d, n, m); }
-  int ftruncate(int fd, off_t l) override { return real_fs().ftruncate(fd, l); }
-  int fstat(int fd, struct stat* st) override { return real_fs().fstat(fd, st); }
-  int fstat_birth(int fd, struct stat* st, int64_t* b) override {
-    return real_fs().fstat_birth(fd, st, b);
-  }
-  int close(int fd) override { return real_fs().close(fd); }
 
  private:
   // Each flush (an fsync or a syncfs through a file of the filesystem) takes 3 ms, and waits

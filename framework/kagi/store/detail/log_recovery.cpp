@@ -34,6 +34,7 @@ LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor&
   c.dev = st.st_dev;
   c.ino = st.st_ino;
   c.birth_ns = birth_ns;
+  c.ctime_ns = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
   c.end = from + valid;
   if (last_payload) {
     const size_t at = valid - kRecordHeader - *last_payload;
