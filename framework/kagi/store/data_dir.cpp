@@ -211,9 +211,11 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
 Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_view path,
                                         LogCursor& cursor) const {
   if (Status s = check_access("read_log", path, guard); !s.ok()) return s;
-  if (local_attributes_ && cursor.end != 0) {
-    // The usual read of a log nobody wrote since: one statx, no open. The path is not resolved
-    // safely here, so only a file equal to the one the cursor read (opened safely) counts.
+  if (local_attributes_ && cursor.end != 0 && guard.mode() == lock::Mode::kShared) {
+    // A reader's usual read of a log nobody wrote since: one statx, no open. (A writer is about
+    // to append, and its own last append moved the log past its cursor: it would only pay the
+    // statx on top.) The path is not resolved safely here, so only a file equal to the one the
+    // cursor read (opened safely) counts.
     struct stat st {};
     int64_t birth_ns = 0;
     const std::string name(path);

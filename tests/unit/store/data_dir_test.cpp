@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -329,53 +330,72 @@ TEST_F(DataDirTest, ReadLogSinceSeesAnotherBirthTime) {
   EXPECT_EQ(other.records, (std::vector<std::string>{"a", "b"}));
 }
 
-// On a local filesystem, a log nobody wrote since the cursor's read is known unchanged from
-// one statx of its path: no open. Every change still reaches the reader: an append by another
-// process, a same-sized rewrite in place, a replacement, a removal, a symlink put in its place.
+// On a local filesystem, a reader of a log nobody wrote since its cursor's read knows it
+// unchanged from one statx of its path: no open. Every change still reaches the reader: an
+// append by another process, a same-sized rewrite in place, a replacement, a removal, a symlink
+// put in its place. A writer (an exclusive guard) is about to append and always opens the log.
 TEST_F(DataDirTest, AnUnchangedLogIsKnownWithoutOpeningIt) {
   open_dir(true, &counting_);
-  auto g = ctx_->exclusive("l");
-  for (const char* r : {"ab", "c"}) ASSERT_TRUE(dir_->append(g, "s.log", r).ok());
+  std::error_code ec;
+  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
+  ASSERT_TRUE(other);
+  const auto write = [&](const std::function<void(const lock::ExclusiveGuard&)>& change) {
+    auto w = ctx_->exclusive("l");
+    change(w);
+  };
   LogCursor cursor;
-  ASSERT_EQ(dir_->read_log_since(g, "s.log", cursor).value().records.size(), 2u);
-  if (cursor.birth_ns == 0) GTEST_SKIP() << "this filesystem keeps no birth time";
+  const auto read = [&] {
+    auto r = ctx_->shared("l");
+    return dir_->read_log_since(r, "s.log", cursor);
+  };
   const auto unchanged_read_opens = [&] {
     const int before = counting_.opens;
-    LogTail same = dir_->read_log_since(g, "s.log", cursor).value();
+    LogTail same = read().value();
     EXPECT_FALSE(same.restarted);
     EXPECT_TRUE(same.records.empty());
     return counting_.opens - before;
   };
+  write([&](const lock::ExclusiveGuard& w) {
+    for (const char* r : {"ab", "c"}) ASSERT_TRUE(dir_->append(w, "s.log", r).ok());
+  });
+  ASSERT_EQ(read().value().records.size(), 2u);
+  if (cursor.birth_ns == 0) GTEST_SKIP() << "this filesystem keeps no birth time";
   EXPECT_EQ(unchanged_read_opens(), 0);
+  write([&](const lock::ExclusiveGuard& w) {
+    const int before = counting_.opens;
+    LogCursor writers = cursor;
+    EXPECT_TRUE(dir_->read_log_since(w, "s.log", writers).value().records.empty());
+    EXPECT_EQ(counting_.opens - before, 1) << "a writer's read opens the log";
+  });
 
-  std::error_code ec;
-  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
-  ASSERT_TRUE(other);
-  ASSERT_TRUE(other->append(g, "s.log", "d").ok());
-  EXPECT_EQ(dir_->read_log_since(g, "s.log", cursor).value().records,
-            (std::vector<std::string>{"d"}));
+  write([&](const lock::ExclusiveGuard& w) { ASSERT_TRUE(other->append(w, "s.log", "d").ok()); });
+  EXPECT_EQ(read().value().records, (std::vector<std::string>{"d"}));
   EXPECT_EQ(unchanged_read_opens(), 0);
 
   // The same size and inode, other records (the last one too, which the opening read checks):
   // the metadata differs only in the change time (a coarse clock ticks within 10 ms).
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  rewrite_in_place(data_ / "s.log", {"a", "bc", "e"}, *other, g);
-  LogTail rewritten = dir_->read_log_since(g, "s.log", cursor).value();
+  write([&](const lock::ExclusiveGuard& w) {
+    rewrite_in_place(data_ / "s.log", {"a", "bc", "e"}, *other, w);
+  });
+  LogTail rewritten = read().value();
   EXPECT_TRUE(rewritten.restarted);
   EXPECT_EQ(rewritten.records, (std::vector<std::string>{"a", "bc", "e"}));
   EXPECT_EQ(unchanged_read_opens(), 0);
 
-  ASSERT_TRUE(other->rewrite_log(g, "s.log", {"compacted"}).ok());
-  LogTail replaced = dir_->read_log_since(g, "s.log", cursor).value();
+  write([&](const lock::ExclusiveGuard& w) {
+    ASSERT_TRUE(other->rewrite_log(w, "s.log", {"compacted"}).ok());
+  });
+  LogTail replaced = read().value();
   EXPECT_TRUE(replaced.restarted);
   EXPECT_EQ(replaced.records, (std::vector<std::string>{"compacted"}));
 
   // A symlink to the very file the cursor read stands in its place: refused, not trusted.
   fs::rename(data_ / "s.log", data_ / "real.log");
   fs::create_symlink("real.log", data_ / "s.log");
-  EXPECT_FALSE(dir_->read_log_since(g, "s.log", cursor).ok());
+  EXPECT_FALSE(read().ok());
   fs::remove(data_ / "s.log");
-  LogTail gone = dir_->read_log_since(g, "s.log", cursor).value();
+  LogTail gone = read().value();
   EXPECT_TRUE(gone.restarted);
   EXPECT_TRUE(gone.records.empty());
 }
