@@ -60,6 +60,8 @@ Response Response::redirect(std::string location, int status) {
 
 const char* reason_phrase(int status) {
   switch (status) {
+    case 100:
+      return "Continue";
     case 200:
       return "OK";
     case 201:

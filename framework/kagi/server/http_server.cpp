@@ -8,7 +8,6 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -28,7 +27,6 @@ namespace server {
 namespace {
 
 namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
@@ -63,31 +61,41 @@ constexpr int kMaxNestedAnswers = 16;
 constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(50);
 constexpr auto kAcceptBackoffMax = std::chrono::milliseconds(1000);
 
-// A synchronous write stream that appends to a string: Beast serializes an answer into the
-// connection's output with it.
-class AppendTo {
- public:
-  explicit AppendTo(std::string& out) : out_(out) {}
-  template <typename Buffers>
-  size_t write_some(const Buffers& buffers) {
-    size_t n = 0;
-    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers);
-         ++it) {
-      const net::const_buffer b = *it;
-      out_.append(static_cast<const char*>(b.data()), b.size());
-      n += b.size();
-    }
-    return n;
-  }
-  template <typename Buffers>
-  size_t write_some(const Buffers& buffers, beast::error_code& ec) {
-    ec = {};
-    return write_some(buffers);
-  }
+// Appends `n` in decimal.
+void append_decimal(std::string& out, uint64_t n) {
+  char digits[24];
+  const char* end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+  out.append(digits, static_cast<size_t>(end - digits));
+}
 
- private:
-  std::string& out_;
-};
+// Appends `response` as an HTTP/1.1 answer, or 1.0 (its head written here directly: no header
+// container built per answer), framed with Content-Length. `head`: the answer to a HEAD, whose
+// body the pipeline emptied.
+void append_answer(std::string& out, const http::Response& response, bool http10, bool keep_alive,
+                   bool head) {
+  const int status = response.status;
+  out.append(http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  append_decimal(out, static_cast<uint64_t>(status));
+  out.append(" ").append(http::reason_phrase(status)).append("\r\n");
+  http::append_fields(out, response, "Content-Length", "Connection");
+  // Said only where the version's default differs; an interim answer says nothing of it.
+  if (status >= 200 && keep_alive == http10) {
+    out.append(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+  }
+  // 1xx, 204 and 304 have no body and no length (RFC 9110 section 8.6).
+  const bool bodiless = status < 200 || status == 204 || status == 304;
+  const std::optional<std::string_view> stated = response.headers.get("Content-Length");
+  if (head && stated && !http::has_line_break(*stated)) {
+    // The length of the GET body is only known when the app states it.
+    out.append("Content-Length: ").append(*stated).append("\r\n");
+  } else if (head ? !response.body.empty() : !bodiless) {
+    out.append("Content-Length: ");
+    append_decimal(out, response.body.size());
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+  if (!head && !bodiless) out.append(response.body);
+}
 
 tcp::endpoint parse_endpoint(const std::string& listen) {
   std::string host, port;
@@ -349,54 +357,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // The interim answer goes into the output like any answer: after the answers queued before
   // it, never in a write of its own beside one in progress.
   void send_continue() {
-    const bhttp::response<bhttp::empty_body> cont(bhttp::status::continue_, reader_.version());
-    serialize(cont);
+    http::Response cont;
+    cont.status = 100;
+    append_answer(out_, cont, reader_.version() == 10, true, false);
     flush();
     advance();
-  }
-
-  // Appends `response` to the answers waiting in out_: the head written here directly (no
-  // header container built per answer), framed with Content-Length.
-  void append_answer(const http::Response& response, bool keep_alive) {
-    const bool http10 = reader_.version() == 10;
-    const int status = response.status;
-    out_.append(http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-    char digits[16];
-    char* end = std::to_chars(digits, digits + sizeof digits, status).ptr;
-    out_.append(digits, static_cast<size_t>(end - digits)).append(" ");
-    out_.append(http::reason_phrase(status)).append("\r\n");
-    http::append_fields(out_, response, "Content-Length", "Connection");
-    if (keep_alive == http10) {
-      out_.append(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
-    }
-    // 1xx, 204 and 304 have no body and no length (RFC 9110 section 8.6).
-    const bool bodiless = status < 200 || status == 204 || status == 304;
-    std::string counted;
-    std::string_view length;
-    if (head_) {
-      // The pipeline empties a HEAD response's body; the length of the GET body is only
-      // known when the app states it.
-      if (auto stated = response.headers.get("Content-Length");
-          stated && !http::has_line_break(*stated)) {
-        length = *stated;
-      } else if (!response.body.empty()) {
-        counted = std::to_string(response.body.size());
-      }
-    } else if (!bodiless) {
-      counted = std::to_string(response.body.size());
-    }
-    if (!counted.empty()) length = counted;
-    if (!length.empty()) out_.append("Content-Length: ").append(length).append("\r\n");
-    out_.append("\r\n");
-    if (!head_ && !bodiless) out_.append(response.body);
-  }
-
-  // Appends `message` to the answers waiting in out_.
-  template <typename Message>
-  void serialize(const Message& message) {
-    AppendTo sink(out_);
-    beast::error_code ec;  // appending to a string cannot fail
-    bhttp::write(sink, message, ec);
   }
 
   void read_more() {
@@ -470,7 +435,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     const bool keep_alive =
         !close_after_error_ && !core_->stopping() && reader_.done() && reader_.keep_alive();
-    append_answer(response, keep_alive);
+    append_answer(out_, response, reader_.version() == 10, keep_alive, head_);
     arm_deadline(core_->options().idle_timeout);
     if (close_after_error_) return close_after_output(AfterOutput::kLinger);
     if (!keep_alive) return close_after_output(AfterOutput::kShutdown);
@@ -789,15 +754,12 @@ void Core::admit(tcp::socket socket) {
   // A short answer written at once (a fresh socket's send buffer takes it), whatever the
   // client sent read and dropped so that the close does not reset the answer away.
   http::Response page = app_.error_page(503, "The server has too many open connections.");
-  bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
-  res.set(bhttp::field::content_type, "text/html; charset=utf-8");
-  res.set(bhttp::field::retry_after, "1");
-  res.keep_alive(false);
-  res.body() = std::move(page.body);
-  res.prepare_payload();
+  page.headers.set("Retry-After", "1");
+  std::string answer;
+  append_answer(answer, page, false, false, false);
   beast::error_code ec;
   socket.non_blocking(true, ec);
-  bhttp::write(socket, res, ec);
+  net::write(socket, net::buffer(answer), ec);
   char drop[4096];
   for (int i = 0; i < 16 && socket.read_some(net::buffer(drop), ec) > 0 && !ec; ++i) {
   }
