@@ -13,6 +13,7 @@
 #include <kagi/store/detail/folder_feed.hpp>
 #include <kagi/store/detail/log_append.hpp>
 #include <kagi/store/detail/log_read.hpp>
+#include <kagi/store/detail/log_recovery.hpp>
 #include <kagi/store/detail/make_dirs.hpp>
 #include <kagi/store/detail/temp_cleanup.hpp>
 #include <kagi/store/durable_scope.hpp>
@@ -39,16 +40,6 @@ bool on_local_filesystem(int fd) {
     default:
       return false;
   }
-}
-
-// The log at `path` is the file `cursor` read to its end, unchanged since: the same identity
-// and birth time, change time and size as then. Then no record was appended, cut or rewritten
-// (each changes the size or the change time; a rewrite_log is another file).
-bool unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& cursor) {
-  return S_ISREG(st.st_mode) && cursor.end != 0 && cursor.birth_ns != 0 && cursor.ctime_ns != 0 &&
-         st.st_dev == cursor.dev && st.st_ino == cursor.ino && birth_ns == cursor.birth_ns &&
-         static_cast<uint64_t>(st.st_size) == cursor.end &&
-         st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec == cursor.ctime_ns;
 }
 
 }  // namespace
@@ -220,7 +211,7 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
     int64_t birth_ns = 0;
     const std::string name(path);
     if (fs_.stat_birth_at(walk_.root(), name.c_str(), &st, &birth_ns) == 0 &&
-        unchanged_since(st, birth_ns, cursor) &&
+        detail::log_unchanged_since(st, birth_ns, cursor) &&
         (!fsync_ || sync_.durable(detail::FileId{st.st_dev, st.st_ino, birth_ns}, cursor.end))) {
       return LogTail{};
     }

@@ -27,6 +27,18 @@ int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birt
   }
 }
 
+namespace {
+int64_t change_time_ns(const struct stat& st) {
+  return st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+}
+}  // namespace
+
+bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c) {
+  return S_ISREG(st.st_mode) && c.end != 0 && c.birth_ns != 0 && c.ctime_ns != 0 &&
+         st.st_dev == c.dev && st.st_ino == c.ino && birth_ns == c.birth_ns &&
+         static_cast<uint64_t>(st.st_size) == c.end && change_time_ns(st) == c.ctime_ns;
+}
+
 LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor& before,
                        uint64_t from, std::string_view bytes, size_t valid,
                        std::optional<size_t> last_payload) {
@@ -34,7 +46,7 @@ LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor&
   c.dev = st.st_dev;
   c.ino = st.st_ino;
   c.birth_ns = birth_ns;
-  c.ctime_ns = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+  c.ctime_ns = change_time_ns(st);
   c.end = from + valid;
   if (last_payload) {
     const size_t at = valid - kRecordHeader - *last_payload;

@@ -31,6 +31,12 @@ namespace kagi::store::detail {
 int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
                      const LogCursor& c);
 
+// Is the file `st` (born `birth_ns`), found by the log's path without opening it, the very file
+// `c` read to its end, unchanged since? The same identity, birth time, change time and size:
+// then no record was appended, cut or rewritten (each changes the size or the change time; a
+// rewrite_log is another file). False whenever the cursor lacks what it would take to tell.
+bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c);
+
 // The cursor after `bytes`, read from offset `from` (a record boundary) of the file `st`, of
 // which the first `valid` bytes are whole records, the last one `last_payload` bytes long
 // (none: the cursor's last record stays `before`'s).
