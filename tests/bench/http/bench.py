@@ -156,19 +156,17 @@ def same_bytes_floors(bench, env, ports):
     return c_floor, static_floor
 
 
-def write_floor(bench, env, port, log):
-    """A function() that measures the floor of a locked write: the C program behind nginx
-    appending each posted body to one file under flock (hello_fcgi.c --append), sent the same
-    posts as kagi's write rows (post.lua), each counted back as a line of the file."""
+def write_floor(bench, port, log):
+    """The floor of a locked write: the C program behind nginx on `port` appending each posted
+    body to `log` under flock (hello_fcgi.c --append), sent the same posts as kagi's write rows
+    (post.lua), each counted back as a line of the file."""
     def lines():
         return open(log, "rb").read().count(b"\n") if os.path.exists(log) else 0
 
-    def measure():
-        return bench.scenario("libfcgi C program: flock, append the body, unlock (1 file)",
-                              "http://127.0.0.1:%d" % port, os.path.join(HERE, "post.lua"),
-                              {"KAGI_CSRF": TOKEN, "KAGI_PATHS": "/", "KAGI_OK": "303"},
-                              stored=lines)
-    return measure
+    return bench.scenario("libfcgi C program: flock, append the body, unlock (1 file)",
+                          "http://127.0.0.1:%d" % port, os.path.join(HERE, "post.lua"),
+                          {"KAGI_CSRF": TOKEN, "KAGI_PATHS": "/", "KAGI_OK": "303"},
+                          stored=lines)
 
 
 def start_php_fpm(env, children):
@@ -458,7 +456,7 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floo
     """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
     ends the write rows' names, `read_tag` goes inside the read rows' parentheses. `floor`
     (same_bytes_floors) measures a floor answering the same bytes before each big read,
-    `append_floor` (write_floor) the floor of a locked write before the writes."""
+    `append_floor()` (write_floor) the floor of a locked write before the writes."""
     url = "http://127.0.0.1:%d" % port
     post = os.path.join(HERE, "post.lua")
     rows = {}
@@ -566,7 +564,8 @@ def run_all(bench, env):
     c_floor, static_floor = same_bytes_floors(bench, env, ports)
     r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)",
                               floor=c_floor,
-                              append_floor=write_floor(bench, env, ports["c_append"], append_log))
+                              append_floor=lambda: write_floor(bench, ports["c_append"],
+                                                               append_log))
     r["rss"] = peak_rss_kib(pids)
     always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
@@ -663,6 +662,12 @@ def floor_note(needed, floor):
     return "%.0f req/s" % needed
 
 
+def ratio_table(lines, header, ratios):
+    """Appends to `lines` a table of (what, kagi / its floor, that floor / its hello) rows."""
+    lines += [header, "|---|---:|---:|"]
+    lines += ["| %s | %.2f× | %.2f× |" % ratio for ratio in ratios]
+
+
 def write_report(path, bench, results, command):
     base = results["baseline"]
     lines = [
@@ -703,11 +708,9 @@ def write_report(path, bench, results, command):
         "(fetched from kagi just before its row): the C program behind the same nginx, and "
         "nginx serving them as a static file for the embedded front end.",
         "",
-        "| read | kagi / the floor answering the same bytes | that floor / its hello floor |",
-        "|---|---:|---:|",
     ]
-    for what, got, floor_share in same_bytes_ratios(results):
-        lines.append("| %s | %.2f× | %.2f× |" % (what, got, floor_share))
+    ratio_table(lines, "| read | kagi / the floor answering the same bytes | that floor / its hello "
+                "floor |", same_bytes_ratios(results))
     if same_work_ratios(results):
         lines += [
             "",
@@ -718,12 +721,9 @@ def write_report(path, bench, results, command):
             "floor too, right before kagi's write rows: the C program behind the same nginx, "
             "sent the same posts, appending each body to one file under an exclusive `flock` "
             "(`hello_fcgi.c --append`: no parsing, no read of the file, no check, no fsync).",
-            "",
-            "| write | kagi / the floor's locked append | that floor / the C hello |",
-            "|---|---:|---:|",
         ]
-        for what, got, floor_share in same_work_ratios(results):
-            lines.append("| %s | %.2f× | %.2f× |" % (what, got, floor_share))
+        ratio_table(lines, "| write | kagi / the floor's locked append | that floor / the C hello |",
+                    same_work_ratios(results))
     lines += [
         "",
         "## All rows",
@@ -887,14 +887,11 @@ def main():
             for goal, got, want, _ in goals(results):
                 print("  %-40s %6.2fx  (want >= %.2gx) %s" % (
                     goal, got, want, "met" if got >= want else "NOT MET"))
-            print("\nagainst the same bytes:")
-            for what, got, floor_share in same_bytes_ratios(results):
-                print("  %-40s %6.2fx  (that floor: %.2fx its hello floor)" % (
-                    what, got, floor_share))
-            print("\nagainst the same work:")
-            for what, got, floor_share in same_work_ratios(results):
-                print("  %-40s %6.2fx  (that floor: %.2fx the C hello)" % (
-                    what, got, floor_share))
+            for title, ratios in (("the same bytes", same_bytes_ratios(results)),
+                                  ("the same work", same_work_ratios(results))):
+                print("\nagainst %s:" % title)
+                for ratio in ratios:
+                    print("  %-40s %6.2fx  (that floor: %.2fx its hello floor)" % ratio)
             write_report(args.out or os.path.join(args.source, "docs", "BENCHMARKS.md"), bench,
                          results, "scripts/bench")
     except Exception:  # noqa: BLE001

@@ -364,27 +364,46 @@ class Reply:
         return self.body.decode(errors="replace")
 
 
+def recv_until(s, done=lambda data: False, data=b""):
+    """Reads from the raw socket `s` onto `data` until done(data), the server closes, or the
+    socket's timeout passes; returns all of it."""
+    try:
+        while not done(data):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except socket.timeout:
+        pass
+    return data
+
+
+def split_answer(data):
+    """(status, {lower-case field name: value}, what follows the head) of the HTTP answer at the
+    start of `data`; (None, {}, b"") when it holds no whole head."""
+    if b"\r\n\r\n" not in data or not data.startswith(b"HTTP/1."):
+        return None, {}, b""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    fields = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    return int(data.split(b" ", 2)[1]), fields, rest
+
+
+def read_answer_parts(s):
+    """One whole HTTP answer read from the raw socket `s` (by its Content-Length): split_answer's
+    (status, fields, body); the status is None when the server closed (or the timeout passed)
+    before a whole head came."""
+    status, fields, body = split_answer(recv_until(s, lambda d: b"\r\n\r\n" in d))
+    length = int(fields.get("content-length", "0"))
+    return status, fields, recv_until(s, lambda d: len(d) >= length, body)
+
+
 def read_answer(s):
-    """Reads one whole HTTP answer from the raw socket `s` (by its Content-Length); its status,
-    or None when the server closed first."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+    """The status of one whole HTTP answer read from the raw socket `s` (read_answer_parts), or
+    None when the server closed first."""
+    return read_answer_parts(s)[0]
 
 
 def request(port, method, path, body=None, headers=None, conn=None, timeout=15.0):

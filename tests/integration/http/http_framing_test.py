@@ -84,13 +84,7 @@ def statuses(data, whole=False):
 
 def read_answers(s, count):
     """Reads from `s` until `count` whole answers are in, or the server closes."""
-    data = b""
-    while len(statuses(data, whole=True)) < count:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
+    return harness.recv_until(s, lambda data: len(statuses(data, whole=True)) >= count)
 
 
 def check_refused(fail, port, label, raw):
@@ -263,13 +257,7 @@ def test(env, fail):
     s.sendall(b"GET /chat/lobby/messages?since=0&wait=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     harness.wait_until("the long-poll to park", lambda: stats(port)["parked"] >= 1, 5)
     s.sendall(b"GET /_test/echo?n=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    data = b""
-    s.settimeout(10)
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
+    data = harness.recv_until(s)
     s.close()
     fail.check(statuses(data) == [200, 200] and b"arg n=2" in data,
                "next request sent while parked: both answered (%r)" % statuses(data))
@@ -281,53 +269,25 @@ def test(env, fail):
     fail.check(proc.poll() is None, "kagi-demo still running")
 
 
-def head_fields(data):
-    """(status, {lower-case field name: value}, what follows the head) of one answer."""
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    fields = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        fields[name.strip().lower()] = value.strip()
-    return status_of(data), fields, rest
-
-
-def read_one(s):
-    """head_fields() of one whole answer read from the raw socket `s` (by its length)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    status, fields, body = head_fields(data)
-    while len(body) < int(fields.get("content-length", "0")):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return status, fields, body
-
-
 def answer_heads(fail, port):
     """How the front end frames its answers: the length, the connection, bodiless statuses."""
     for code in (204, 304):
         data, closed = exchange(port, b"GET /_test/status?code=%d HTTP/1.1\r\nHost: x\r\n"
                                 b"Connection: close\r\n\r\n" % code)
-        status, fields, rest = head_fields(data)
+        status, fields, rest = harness.split_answer(data)
         fail.equal(status, code, "GET /_test/status?code=%d" % code)
         fail.check("content-length" not in fields and rest == b"" and closed,
                    "a %d answer has no Content-Length and no body: %r" % (code, data[:300]))
     data, closed = exchange(port, b"GET /_test/status?code=200 HTTP/1.1\r\nHost: x\r\n"
                             b"Connection: close\r\n\r\n")
-    status, fields, rest = head_fields(data)
+    status, fields, rest = harness.split_answer(data)
     fail.check(status == 200 and fields.get("content-length") == "0" and rest == b"",
                "an empty 200 says Content-Length: 0: %r" % data[:300])
     fail.check(fields.get("connection") == "close" and closed,
                "Connection: close is answered with Connection: close, then the close")
     data, closed = exchange(port, b"HEAD /_test/hello HTTP/1.1\r\nHost: x\r\n"
                             b"Connection: close\r\n\r\n")
-    status, fields, rest = head_fields(data)
+    status, fields, rest = harness.split_answer(data)
     fail.check(status == 200 and fields.get("content-length") == "6" and rest == b"",
                "HEAD states the GET's length and sends no body: %r" % data[:300])
     # HTTP/1.0 keeps the connection only when asked, and says so.
@@ -335,14 +295,14 @@ def answer_heads(fail, port):
     try:
         for i in range(2):
             s.sendall(b"GET /_test/hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-            status, fields, body = read_one(s)
+            status, fields, body = harness.read_answer_parts(s)
             fail.check(status == 200 and body == b"hello\n" and
                        fields.get("connection", "").lower() == "keep-alive",
                        "HTTP/1.0 keep-alive answer %d: %r %r" % (i + 1, status, fields))
     finally:
         s.close()
     data, closed = exchange(port, b"GET /_test/hello HTTP/1.0\r\n\r\n")
-    status, fields, rest = head_fields(data)
+    status, fields, rest = harness.split_answer(data)
     fail.check(status == 200 and "connection" not in fields and rest == b"hello\n" and closed,
                "HTTP/1.0 without keep-alive: answered, then closed: %r" % data[:300])
 
@@ -386,25 +346,13 @@ def continue_after_answers(fail, port):
               b"POST /_test/echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
               b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 3\r\n"
               b"Connection: close\r\n\r\n")
-    data = b""
     s.settimeout(5)
-    try:
-        while b"100 Continue" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except socket.timeout:
-        pass
+    data = harness.recv_until(s, lambda d: b"100 Continue" in d)
     hello, cont = data.find(b"HTTP/1.1 200"), data.find(b"HTTP/1.1 100 Continue")
     fail.check(0 <= hello < cont, "the 100 Continue follows the answer before it (200 at %d, "
                "100 at %d)" % (hello, cont))
     s.sendall(b"a=1")
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
+    data = harness.recv_until(s, data=data)
     s.close()
     fail.check(data.count(b"HTTP/1.1 ") == 3, "then the body's request is answered (%d "
                "answers in all, want 3)" % data.count(b"HTTP/1.1 "))
@@ -433,23 +381,11 @@ def coalesced_answers(fail, port, depth=32):
                % (depth, segments, depth))
     s.sendall(b"GET /_test/echo?first=1 HTTP/1.1\r\nHost: x\r\n\r\nGET /_test/echo?second")
     s.settimeout(5)
-    data = b""
-    try:
-        while b"first=1" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except socket.timeout:
-        pass
+    data = harness.recv_until(s, lambda d: b"first=1" in d)
     fail.check(statuses(data) == [200], "the answer before an incomplete request is written "
                "without waiting for it (%r)" % statuses(data))
     s.sendall(b"=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
+    data = harness.recv_until(s, data=data)
     s.close()
     fail.check(statuses(data) == [200, 200] and b"second=2" in data,
                "then the completed request is answered (%r)" % statuses(data))

@@ -14,14 +14,18 @@ TEST(HasLineBreak, FindsACarriageReturnOrALineFeedAnywhere) {
   EXPECT_TRUE(has_line_break(std::string("a\0\n", 3)));
 }
 
+Cookie cookie(std::string value) {
+  Cookie c;
+  c.name = "c";
+  c.value = std::move(value);
+  return c;
+}
+
 TEST(AppendFields, WritesFieldsThenCookiesInOrder) {
   Response res = Response::text("body");
   res.headers.add("X-One", "1");
   res.headers.add("X-One", "again");
-  Cookie cookie;
-  cookie.name = "c";
-  cookie.value = "v";
-  res.cookies.push_back(cookie);
+  res.cookies.push_back(cookie("v"));
   std::string head = "HTTP/1.1 200 OK\r\n";
   append_fields(head, res);
   EXPECT_EQ(head,
@@ -40,10 +44,7 @@ TEST(AppendFields, LeavesOutWhatWouldSplitTheHeadAndWhatTheFrontEndWrites) {
   res.headers.add("content-LENGTH", "99");
   res.headers.add("Connection", "upgrade");
   res.headers.add("X-Kept", "yes");
-  Cookie cookie;
-  cookie.name = "c";
-  cookie.value = "v\r\nX-Injected: 1";
-  res.cookies.push_back(cookie);
+  res.cookies.push_back(cookie("v\r\nX-Injected: 1"));
   std::string head;
   append_fields(head, res, "Content-Length", "Connection");
   EXPECT_EQ(head, "X-Kept: yes\r\n");
