@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <atomic>
 #include <cerrno>
 #include <utility>
 
 #include <kagi/store/detail/atomic_commit.hpp>
 #include <kagi/store/detail/file_io.hpp>
 #include <kagi/store/detail/folder_feed.hpp>
+#include <kagi/store/detail/kept_log.hpp>
 #include <kagi/store/detail/log_append.hpp>
 #include <kagi/store/detail/log_read.hpp>
 #include <kagi/store/detail/log_recovery.hpp>
@@ -27,6 +29,8 @@ using detail::check_path;
 using detail::make_dirs;
 using detail::open_failed;
 using detail::sys_error;
+
+std::atomic<uint64_t> g_next_serial{1};
 
 bool on_local_filesystem(int fd) {
   struct statfs fs {};
@@ -70,7 +74,8 @@ std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, FileSystem& f
 }
 
 DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs)
-    : dir_(std::move(dir)),
+    : serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)),
+      dir_(std::move(dir)),
       fsync_(options.fsync),
       file_mode_(options.group_readable ? 0640 : 0600),
       dir_mode_(options.group_readable ? 0750 : 0700),
@@ -130,6 +135,7 @@ Status DataDir::commit(const lock::ExclusiveGuard& guard, std::string_view path,
   if (int r = walk_.open_parent(segments, true, &parent, &step); r < 0) {
     return open_failed(r, "commit", path, step);
   }
+  detail::drop_kept_log(serial_, path);  // the path is about to name another file
   return detail::atomic_commit({fs_, file_mode_, fsync_}, parent.get(), segments.back(), bytes,
                                guard, path);
 }
@@ -145,6 +151,7 @@ Status DataDir::remove(const lock::ExclusiveGuard& guard, std::string_view path)
   }
   // Whatever happens below, what this process verified of a log there no longer applies.
   log_ends_.forget(path);
+  detail::drop_kept_log(serial_, path);
   if (std::error_code ec = guard.verify()) {
     return Status::failed(ec, "remove", path, "fence (lock '" + guard.name() + "')");
   }
@@ -163,7 +170,8 @@ Status DataDir::remove(const lock::ExclusiveGuard& guard, std::string_view path)
 Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
                        std::string_view record) {
   if (Status s = check_access("append", path, guard); !s.ok()) return s;
-  const detail::AppendContext ctx{fs_, walk_, log_ends_, damage_, file_mode_, fsync_, sync_};
+  const detail::AppendContext ctx{fs_,        walk_,  log_ends_, damage_,
+                                  file_mode_, fsync_, sync_,     serial_};
   return detail::append_record(ctx, guard, path, record);
 }
 
@@ -195,7 +203,7 @@ Result<std::vector<std::string>> DataDir::read_log(const lock::Guard& guard, std
   detail::ReadExtent seen;
   auto records = detail::read_records(fs_, fd.get(), path, last_n, damage_, &seen);
   if (!records.ok()) return records;
-  if (Status s = require_durable(path, std::move(fd), seen); !s.ok()) return s;
+  if (Status s = require_durable(path, fd, seen); !s.ok()) return s;
   return records;
 }
 
@@ -218,7 +226,8 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   }
   util::UniqueFd fd;
   std::string step;
-  if (int r = walk_.open_readonly(path, &fd, &step); r < 0) {
+  bool keep = false;
+  if (int r = open_log_to_read(path, guard, &fd, &keep, &step); r < 0) {
     if (r != -ENOENT) return open_failed(r, "read_log", path, step);
     // The log vanished: the caller starts over with nothing.
     cursor = LogCursor{};
@@ -230,17 +239,40 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   const LogCursor before = cursor;
   auto tail = detail::read_records_since(fs_, fd.get(), path, cursor, damage_, &seen);
   if (!tail.ok()) return tail;
-  if (Status s = require_durable(path, std::move(fd), seen); !s.ok()) {
+  if (Status s = require_durable(path, fd, seen, keep); !s.ok()) {
     cursor = before;
     return s;
+  }
+  if (keep) {
+    detail::keep_log(detail::KeptLog{serial_, std::string(path), guard.name(), guard.epoch(),
+                                     std::move(fd), cursor});
   }
   return tail;
 }
 
-Status DataDir::require_durable(std::string_view path, util::UniqueFd fd,
-                                const detail::ReadExtent& seen) const {
+int DataDir::open_log_to_read(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
+                              bool* keep, std::string* step) const {
+  *keep = detail::keepable(guard);
+  if (*keep) {
+    const int r = walk_.open_existing(path, O_RDWR, fd, step);
+    if (r == 0 || r == -ENOENT) return r;
+    *keep = false;  // e.g. a log made read-only by hand: reading it is still allowed
+  }
+  return walk_.open_readonly(path, fd, step);
+}
+
+Status DataDir::require_durable(std::string_view path, util::UniqueFd& fd,
+                                const detail::ReadExtent& seen, bool keep) const {
   if (!fsync_ || sync_.durable(seen.id, seen.size)) return {};
-  detail::SyncNeed need{seen.id, seen.size, std::move(fd), std::string(path)};
+  util::UniqueFd flush_fd;
+  if (!keep) {
+    flush_fd = std::move(fd);
+  } else if (int r = fs_.dup(fd.get()); r >= 0) {
+    flush_fd.reset(r);
+  } else {
+    return Status::failed(sys_error(r), "read_log", path, "dup");
+  }
+  detail::SyncNeed need{seen.id, seen.size, std::move(flush_fd), std::string(path)};
   if (DurableScope* scope = DurableScope::current()) {
     scope->add(sync_, std::move(need));
     return {};

@@ -52,7 +52,7 @@
 //
 // The implementation is one job per file under store/detail/: safe_path_walk (opening below
 // data.dir), atomic_commit, log_append, log_recovery (where whole records end), log_read,
-// temp_cleanup, lock_binding and damage_report; this class composes them.
+// temp_cleanup, lock_binding, damage_report and kept_log; this class composes them.
 #pragma once
 
 #include <sys/types.h>
@@ -175,10 +175,17 @@ class DataDir final : public DataStore {
   // lock; remembers (or compares) the lock protecting `path`.
   Status check_access(std::string_view op, std::string_view path, const lock::Guard& guard) const;
   // With fsync on: what a read returned must be durable before anyone sees it (now, or when
-  // the request's DurableScope waits).
-  Status require_durable(std::string_view path, util::UniqueFd fd,
-                         const detail::ReadExtent& seen) const;
+  // the request's DurableScope waits). Flushes through `fd`, which it takes unless `keep` (then
+  // through a second descriptor of the same file).
+  Status require_durable(std::string_view path, util::UniqueFd& fd, const detail::ReadExtent& seen,
+                         bool keep = false) const;
+  // Opens the log `path` for read_log_since: read-write when the read is a writer's (`*keep`
+  // stays true; the append that follows takes the descriptor, store/detail/kept_log.hpp), else
+  // (or if the file refuses to be written) read-only, with `*keep` false.
+  int open_log_to_read(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
+                       bool* keep, std::string* step) const;
 
+  const uint64_t serial_;  // tells this DataDir from every other of the process (kept logs)
   const std::string dir_;
   const bool fsync_;
   const mode_t file_mode_;

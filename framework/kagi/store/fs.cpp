@@ -39,6 +39,12 @@ void from_statx(const struct statx& sx, struct stat* st, int64_t* birth_ns) {
 
 constexpr unsigned kStatxMask = STATX_BASIC_STATS | STATX_BTIME;
 
+}  // namespace
+
+int FileSystem::dup(int fd) { return ret(::fcntl(fd, F_DUPFD_CLOEXEC, 0)); }
+
+namespace {
+
 class RealFs final : public FileSystem {
  public:
   int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {

@@ -62,6 +62,8 @@ class FileSystem {
     return -ENOSYS;
   }
   virtual int close(int fd) = 0;
+  // A second descriptor (close-on-exec) for the open file `fd`, or -errno.
+  virtual int dup(int fd);
 };
 
 // The real POSIX calls. One process-wide instance; thread-safe.

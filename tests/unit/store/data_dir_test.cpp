@@ -55,7 +55,8 @@ std::vector<std::string> temp_files(const fs::path& dir) {
   return found;
 }
 
-// The real filesystem, counting the files opened (the known-unchanged read opens none).
+// The real filesystem, counting the files opened (the known-unchanged read opens none) and the
+// preads.
 class CountingFs final : public testing::ForwardingFs {
  public:
   int open_at(int d, const char* n, int f, mode_t m) override {
@@ -66,7 +67,12 @@ class CountingFs final : public testing::ForwardingFs {
     ++opens;
     return ForwardingFs::open_beneath(d, p, f);
   }
+  ssize_t pread(int fd, void* b, size_t n, off_t o) override {
+    ++preads;
+    return ForwardingFs::pread(fd, b, n, o);
+  }
   std::atomic<int> opens{0};
+  std::atomic<int> preads{0};
 };
 
 class DataDirTest : public ::testing::Test {
@@ -398,6 +404,80 @@ TEST_F(DataDirTest, AnUnchangedLogIsKnownWithoutOpeningIt) {
   LogTail gone = read().value();
   EXPECT_TRUE(gone.restarted);
   EXPECT_TRUE(gone.records.empty());
+}
+
+// A post reads its board's log and then appends under one exclusive guard: the append takes the
+// descriptor the read opened, so the log is opened once per post. Only under the same grant, and
+// only while the path still names that file.
+TEST_F(DataDirTest, AWritersReadThenAppendOpensTheLogOnce) {
+  open_dir(false, &counting_);
+  std::error_code ec;
+  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
+  ASSERT_TRUE(other);
+  LogCursor cursor;
+  const auto opens_of = [&](const std::function<void()>& work) {
+    const int before = counting_.opens;
+    work();
+    return counting_.opens - before;
+  };
+  {
+    auto w = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->append(w, "p.log", "first").ok());
+  }
+  {
+    auto w = ctx_->exclusive("l");
+    EXPECT_EQ(opens_of([&] {
+                EXPECT_EQ(dir_->read_log_since(w, "p.log", cursor).value().records.size(), 1u);
+                ASSERT_TRUE(dir_->append(w, "p.log", "second").ok());
+              }),
+              1);
+  }
+  // What is new past a cursor is read in one pread with the check that the cursor holds; a log
+  // found unchanged by the fstat of its open descriptor, in none.
+  {
+    auto w = ctx_->exclusive("l");
+    const int before = counting_.preads;
+    EXPECT_EQ(dir_->read_log_since(w, "p.log", cursor).value().records,
+              std::vector<std::string>{"second"});
+    EXPECT_EQ(counting_.preads - before, 1);
+    EXPECT_TRUE(dir_->read_log_since(w, "p.log", cursor).value().records.empty());
+    if (cursor.birth_ns != 0) {
+      EXPECT_EQ(counting_.preads - before, 1);
+    }
+  }
+  // Read under one grant, append under the next: the lock was free in between, so what the
+  // read kept is not used.
+  {
+    auto w = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->read_log_since(w, "p.log", cursor).ok());
+  }
+  {
+    auto w = ctx_->exclusive("l");
+    EXPECT_EQ(opens_of([&] { ASSERT_TRUE(dir_->append(w, "p.log", "third").ok()); }), 1);
+  }
+  // The log replaced between the read and the append (by a writer under another lock, as a
+  // buggy app might): the record goes to the file the path names now, not to the old one.
+  {
+    auto w = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->read_log_since(w, "p.log", cursor).ok());
+    auto wrong = ctx_->exclusive("m");
+    ASSERT_TRUE(other->rewrite_log(wrong, "p.log", {"compacted"}).ok());
+    ASSERT_TRUE(dir_->append(w, "p.log", "fourth").ok());
+  }
+  auto r = ctx_->shared("l");
+  EXPECT_EQ(dir_->read_log(r, "p.log").value(), (std::vector<std::string>{"compacted", "fourth"}));
+}
+
+// A log made read-only by hand can still be read under an exclusive guard (the read opens it
+// read-write only to keep it for an append).
+TEST_F(DataDirTest, AReadOnlyLogIsStillReadUnderAnExclusiveGuard) {
+  auto w = ctx_->exclusive("l");
+  ASSERT_TRUE(dir_->append(w, "ro.log", "kept").ok());
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write any file";
+  fs::permissions(data_ / "ro.log", fs::perms::owner_read);
+  LogCursor cursor;
+  EXPECT_EQ(dir_->read_log_since(w, "ro.log", cursor).value().records,
+            std::vector<std::string>{"kept"});
 }
 
 // The append hint is a cursor too: a log replaced in place must not be cut at the old end

@@ -79,7 +79,13 @@ Status post(DataDir& dir, lock::LockContext& ctx, const std::string& log, const 
             bool async = false) {
   DurableScope durable;
   {
+    // As the apps post: read what the log holds, then append, under one exclusive guard (the
+    // append takes the descriptor the read opened, store/detail/kept_log.hpp).
     auto g = ctx.exclusive("board");
+    LogCursor cursor;
+    if (Result<LogTail> read = dir.read_log_since(g, log, cursor); !read.ok()) {
+      return read.status();
+    }
     if (Status s = dir.append(g, log, rec); !s.ok()) return s;
   }
   ctx.end_request();

@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <optional>
 #include <string>
 
 #include <kagi/store/detail/file_io.hpp>
+#include <kagi/store/detail/kept_log.hpp>
 #include <kagi/store/detail/log_format.hpp>
 #include <kagi/store/durable_scope.hpp>
 #include <kagi/store/path.hpp>
@@ -24,11 +26,28 @@ struct OpenLog {
   util::UniqueFd fd;
   DirFd parent;          // held when the walk opened the log: a new entry is fsynced there
   bool created = false;  // this append created the file
+  bool stated = false;   // `st` and `birth_ns` are set
   struct stat st {};
   int64_t birth_ns = 0;
+  LogCursor known;  // where whole records were last seen to end: a hint (find_end)
 };
 
-// Step 1. The usual case, an existing log, in one open; the walk creates what is missing and
+// Step 1, the usual case of a post: the log the writer's read under this same grant kept open,
+// if it is still the file the path names (a replaced log is unlinked: the path is opened then).
+bool adopt_kept_log(const AppendContext& ctx, const lock::Guard& guard, std::string_view path,
+                    OpenLog* log) {
+  std::optional<KeptLog> kept = take_kept_log(ctx.store, path, guard);
+  if (!kept) return false;
+  if (ctx.fs.fstat_birth(kept->fd.get(), &log->st, &log->birth_ns) < 0 || log->st.st_nlink == 0) {
+    return false;
+  }
+  log->fd = std::move(kept->fd);
+  log->known = kept->cursor;
+  log->stated = true;
+  return true;
+}
+
+// Step 1 otherwise. An existing log in one open; the walk creates what is missing and
 // keeps the directory to make the new entry durable.
 Status open_log(const AppendContext& ctx, std::string_view path, OpenLog* log) {
   if (ctx.walk.open_direct(path, kLogFlags, &log->fd) == 0) return {};
@@ -53,11 +72,13 @@ Status open_log(const AppendContext& ctx, std::string_view path, OpenLog* log) {
 // followed by intact records stays where it is (kagi-fsck can show and repair it) and is
 // reported.
 Status find_end(const AppendContext& ctx, const std::string& path, OpenLog& log, LogEnd* end) {
-  if (int r = ctx.fs.fstat_birth(log.fd.get(), &log.st, &log.birth_ns); r < 0) {
-    return Status::failed(sys_error(r), "append", path, "fstat");
+  if (!log.stated) {
+    if (int r = ctx.fs.fstat_birth(log.fd.get(), &log.st, &log.birth_ns); r < 0) {
+      return Status::failed(sys_error(r), "append", path, "fstat");
+    }
+    log.known = ctx.ends.find(path);
   }
-  if (Status s =
-          find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, ctx.ends.find(path), path, end);
+  if (Status s = find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, log.known, path, end);
       !s.ok()) {
     return s;
   }
@@ -165,7 +186,9 @@ Status append_record(const AppendContext& ctx, const lock::Guard& guard, std::st
                           std::to_string(record.size()) + " bytes (limit 16 MiB)");
   }
   OpenLog log;
-  if (Status s = open_log(ctx, path, &log); !s.ok()) return s;
+  if (!adopt_kept_log(ctx, guard, path, &log)) {
+    if (Status s = open_log(ctx, path, &log); !s.ok()) return s;
+  }
   const std::string key(path);  // LogEnds' key, made once
   Status s = append_to(ctx, guard, key, record, log);
   // What this process knew of the log is in doubt after a failure halfway.

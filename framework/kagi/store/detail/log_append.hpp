@@ -1,9 +1,10 @@
 // store/detail/log_append.hpp — appending one record to a log so that only a record whose
 // append had not returned can be lost.
 //
-// The steps (log_append.cpp, one function each): open the log, creating it and its folders if
-// missing; find where its whole records end (log_recovery.hpp); check the fence; cut a torn
-// tail; write the framed record at the end, undone if the write or fsync fails; remember the
+// The steps (log_append.cpp, one function each): open the log (or take the descriptor the
+// writer's read under the same grant kept open, store/detail/kept_log.hpp), creating it and its
+// folders if missing; find where its whole records end (log_recovery.hpp); check the fence; cut a
+// torn tail; write the framed record at the end, undone if the write or fsync fails; remember the
 // new end for the next append.
 //
 // With fsync on and a DurableScope open on this thread (store/durable_scope.hpp), an append to
@@ -34,6 +35,7 @@ struct AppendContext {
   mode_t file_mode;  // of a log this append creates
   bool fsync;        // make the record (and a new log's directory entry) durable
   GroupSync& group;  // where a deferred flush goes, and what is known durable
+  uint64_t store;    // the DataDir's serial: whose kept logs (kept_log.hpp) are this one's
 };
 
 // Appends `record` to the log `path` (already checked: a safe path, a held guard). Errors name

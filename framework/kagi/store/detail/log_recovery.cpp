@@ -12,11 +12,15 @@ constexpr size_t kMaxRememberedLogs = 4096;
 
 }  // namespace
 
+bool log_cursor_plausible(const struct stat& st, int64_t birth_ns, const LogCursor& c) {
+  if (c.end == 0 || c.dev != st.st_dev || c.ino != st.st_ino) return false;
+  if (c.birth_ns != 0 && birth_ns != 0 && c.birth_ns != birth_ns) return false;
+  return static_cast<uint64_t>(st.st_size) >= c.end;
+}
+
 int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
                      const LogCursor& c) {
-  if (c.end == 0 || c.dev != st.st_dev || c.ino != st.st_ino) return 0;
-  if (c.birth_ns != 0 && birth_ns != 0 && c.birth_ns != birth_ns) return 0;
-  if (static_cast<uint64_t>(st.st_size) < c.end) return 0;
+  if (!log_cursor_plausible(st, birth_ns, c)) return 0;
   if (c.last_start == 0) return 1;  // no record yet: the magic is all there is to check
   char header[kRecordHeader];
   for (;;) {
@@ -59,6 +63,12 @@ LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor&
 Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
                     const LogCursor& known, std::string_view path, LogEnd* end) {
   const auto size = static_cast<uint64_t>(st.st_size);
+  end->parsed_from = known.end;
+  end->damage.clear();
+  if (log_unchanged_since(st, birth_ns, known)) {
+    end->valid_end = known.end;  // the file the cursor read to its end: nothing to read
+    return {};
+  }
   const int holds = log_cursor_holds(fs, fd, st, birth_ns, known);
   if (holds < 0) return Status::failed(sys_error(holds), "append", path, "read");
   const uint64_t start = holds ? known.end : 0;

@@ -24,6 +24,10 @@
 
 namespace kagi::store::detail {
 
+// Could `c` describe the start of the file `st` (born `birth_ns`)? The same identity, and no
+// shorter than the cursor's end; whether its last record is still in place is not checked.
+bool log_cursor_plausible(const struct stat& st, int64_t birth_ns, const LogCursor& c);
+
 // Does `c` still describe the start of the open log `fd` (stat'ed as `st`, born `birth_ns`)?
 // The same file, no shorter than the cursor's end, and the cursor's last record still in place
 // (its header read again: a replaced log that reuses the inode number fails here). 1 yes, 0 no,
@@ -52,8 +56,9 @@ struct LogEnd {
 };
 
 // Finds the end of the whole records of the open log `fd` (stat'ed `st`, born `birth_ns`),
-// reading only what lies past `known` when that cursor still holds. Errors name "append" and
-// `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
+// reading only what lies past `known` when that cursor still holds, and nothing at all when the
+// file is the one `known` read to its end, unchanged since (log_unchanged_since). Errors name
+// "append" and `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
 Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
                     const LogCursor& known, std::string_view path, LogEnd* end);
 

@@ -82,15 +82,15 @@ int SafePathWalk::open_direct(std::string_view path, int flags, util::UniqueFd* 
   return kWalk;
 }
 
-int SafePathWalk::open_readonly(std::string_view path, util::UniqueFd* fd,
+int SafePathWalk::open_existing(std::string_view path, int flags, util::UniqueFd* fd,
                                 std::string* failed_step) const {
-  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
-  if (int r = open_direct(path, kFlags, fd); r != kWalk) return r;
+  const int all_flags = flags | O_NOFOLLOW | O_CLOEXEC;
+  if (int r = open_direct(path, all_flags, fd); r != kWalk) return r;
   const auto segments = path_segments(path);
   DirFd parent;
   if (int r = open_parent(segments, false, &parent, failed_step); r < 0) return r;
   const std::string leaf(segments.back());
-  const int r = fs_.open_at(parent.get(), leaf.c_str(), kFlags, 0);
+  const int r = fs_.open_at(parent.get(), leaf.c_str(), all_flags, 0);
   if (r < 0) {
     *failed_step = "open";
     return r;

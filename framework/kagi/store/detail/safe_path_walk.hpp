@@ -9,6 +9,7 @@
 // missing directories and names the step that failed.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -76,9 +77,15 @@ class SafePathWalk {
   // `path` opened with `flags` by the kernel in one call: 0 with `*fd` set, -ENOENT, or kWalk.
   int open_direct(std::string_view path, int flags, util::UniqueFd* fd) const;
 
-  // Opens `path` read-only into `*fd`: 0, -ENOENT if it or a directory on the way is missing,
-  // or another -errno with `*failed_step` set.
-  int open_readonly(std::string_view path, util::UniqueFd* fd, std::string* failed_step) const;
+  // Opens the existing file `path` with `flags` (O_NOFOLLOW | O_CLOEXEC added) into `*fd`: 0,
+  // -ENOENT if it or a directory on the way is missing, or another -errno with `*failed_step`
+  // set.
+  int open_existing(std::string_view path, int flags, util::UniqueFd* fd,
+                    std::string* failed_step) const;
+  // open_existing read-only.
+  int open_readonly(std::string_view path, util::UniqueFd* fd, std::string* failed_step) const {
+    return open_existing(path, O_RDONLY, fd, failed_step);
+  }
 
  private:
   FileSystem& fs_;
