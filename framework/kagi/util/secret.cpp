@@ -70,27 +70,27 @@ Secret Secret::load_or_create(const std::string& path) {
     throw std::runtime_error("the server secret '" + path +
                              "' is readable by other users: run chmod 600 on it");
   }
-  Secret s;
+  std::array<char, 32> key{};
   bool ok = n == static_cast<ssize_t>(kHexChars) ||
             (n == static_cast<ssize_t>(kHexChars + 1) && text[kHexChars] == '\n');
   for (size_t i = 0; ok && i < 32; ++i) {
     const int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
     ok = hi >= 0 && lo >= 0;
-    s.key_[i] = static_cast<char>(hi * 16 + lo);
+    key[i] = static_cast<char>(hi * 16 + lo);
   }
   if (!ok) {
     throw std::runtime_error("the server secret '" + path +
                              "' is not 64 lowercase hex characters: delete it and kagi makes a "
                              "new one at the next start");
   }
-  return s;
+  return Secret(key);
 }
 
 Secret Secret::from_bytes(std::string_view bytes) {
   if (bytes.size() != 32) throw std::invalid_argument("a server secret is 32 bytes");
-  Secret s;
-  std::memcpy(s.key_.data(), bytes.data(), 32);
-  return s;
+  std::array<char, 32> key{};
+  std::memcpy(key.data(), bytes.data(), 32);
+  return Secret(key);
 }
 
 std::string Secret::tag(std::string_view domain, std::string_view message, size_t bytes) const {
@@ -98,7 +98,7 @@ std::string Secret::tag(std::string_view domain, std::string_view message, size_
   input.reserve(domain.size() + 1 + message.size());
   input.append(domain).push_back('\0');
   input.append(message);
-  return to_hex(hmac_sha256({key_.data(), key_.size()}, input), bytes);
+  return to_hex(hmac_.sign(input), bytes);
 }
 
 }  // namespace kagi::util

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include <kagi/util/sha256.hpp>
+
 namespace kagi::util {
 
 class Secret {
@@ -31,8 +33,8 @@ class Secret {
   std::string tag(std::string_view domain, std::string_view message, size_t bytes) const;
 
  private:
-  Secret() = default;
-  std::array<char, 32> key_{};
+  explicit Secret(const std::array<char, 32>& key) : hmac_({key.data(), key.size()}) {}
+  HmacSha256 hmac_;  // keyed with the secret's 32 bytes
 };
 
 }  // namespace kagi::util

@@ -20,6 +20,13 @@ constexpr uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); 
 // The streaming state: enough for HMAC's two passes without concatenating strings.
 class Sha256 {
  public:
+  Sha256() = default;
+  // Resumes a hash whose first `blocks` whole 64-byte blocks left the state `h` (see state()).
+  Sha256(const std::array<uint32_t, 8>& h, uint64_t blocks) : h_(h), length_(blocks * 64) {}
+
+  // The state after whole blocks only (nothing buffered): what a later Sha256 can resume from.
+  const std::array<uint32_t, 8>& state() const { return h_; }
+
   void update(std::string_view data) {
     for (char c : data) {
       block_[used_++] = static_cast<unsigned char>(c);
@@ -105,7 +112,7 @@ Digest sha256(std::string_view data) {
   return s.finish();
 }
 
-Digest hmac_sha256(std::string_view key, std::string_view message) {
+HmacSha256::HmacSha256(std::string_view key) {
   std::array<char, 64> block{};
   if (key.size() > block.size()) {
     const Digest k = sha256(key);
@@ -117,13 +124,24 @@ Digest hmac_sha256(std::string_view key, std::string_view message) {
   for (size_t i = 0; i < 64; ++i) pad[i] = static_cast<char>(block[i] ^ 0x36);
   Sha256 inner;
   inner.update({pad.data(), pad.size()});
-  inner.update(message);
-  const Digest inner_digest = inner.finish();
+  inner_ = inner.state();
   for (size_t i = 0; i < 64; ++i) pad[i] = static_cast<char>(block[i] ^ 0x5c);
   Sha256 outer;
   outer.update({pad.data(), pad.size()});
+  outer_ = outer.state();
+}
+
+Digest HmacSha256::sign(std::string_view message) const {
+  Sha256 inner(inner_, 1);
+  inner.update(message);
+  const Digest inner_digest = inner.finish();
+  Sha256 outer(outer_, 1);
   outer.update(as_view(inner_digest));
   return outer.finish();
+}
+
+Digest hmac_sha256(std::string_view key, std::string_view message) {
+  return HmacSha256(key).sign(message);
 }
 
 std::string to_hex(const Digest& digest, size_t bytes) {

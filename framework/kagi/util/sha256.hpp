@@ -20,6 +20,19 @@ Digest sha256(std::string_view data);
 // HMAC-SHA-256 of `message` under `key` (any length; keys over 64 bytes are hashed first).
 Digest hmac_sha256(std::string_view key, std::string_view message);
 
+// HMAC-SHA-256 under one key, kept: the key's two padded blocks are hashed once, here, so each
+// sign() hashes only the message and the inner digest (two compressions for a short message
+// where hmac_sha256 makes four). Same results as hmac_sha256(key, message).
+class HmacSha256 {
+ public:
+  explicit HmacSha256(std::string_view key);
+  Digest sign(std::string_view message) const;
+
+ private:
+  std::array<uint32_t, 8> inner_{};  // SHA-256 state after key ^ ipad
+  std::array<uint32_t, 8> outer_{};  // SHA-256 state after key ^ opad
+};
+
 // The first `bytes` bytes of `digest` (at most 32) as lowercase hex.
 std::string to_hex(const Digest& digest, size_t bytes = 32);
 

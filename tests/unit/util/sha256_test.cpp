@@ -48,6 +48,21 @@ TEST(HmacSha256, Rfc4231Vectors) {
             "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 }
 
+// A kept key signs any number of messages, each as a fresh HMAC would (RFC 4231 cases 6 and 7:
+// a key hashed first, one short message and one over a block).
+TEST(HmacSha256, AKeptKeySignsEachMessageAlike) {
+  const HmacSha256 key(std::string(131, '\xaa'));
+  const std::string long_message =
+      "This is a test using a larger than block-size key and a larger than block-size data. The "
+      "key needs to be hashed before being used by the HMAC algorithm.";
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(to_hex(key.sign("Test Using Larger Than Block-Size Key - Hash Key First")),
+              "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    EXPECT_EQ(to_hex(key.sign(long_message)),
+              "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+  }
+}
+
 TEST(Sha256, ToHexTruncates) {
   const Digest d = sha256("abc");
   EXPECT_EQ(to_hex(d, 4), "ba7816bf");
