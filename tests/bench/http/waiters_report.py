@@ -18,7 +18,7 @@ def main():
         lines = [l.rstrip() for l in f if l.startswith(("nginx:", "embedded HTTP:", "FAIL", "PASS"))]
     section = [BEGIN, "## 10,000 parked long-polls", "",
                "`tests/integration/chat/chat_waiters_test.py --count 10000 --strict`, run by "
-               "`scripts/bench` on %s. Goals: delivery p99 <= 500 ms, other pages p99 <= 20 ms, "
+               "`scripts/bench --waiters` (or a full `scripts/bench`) on %s. Goals: delivery p99 <= 500 ms, other pages p99 <= 20 ms, "
                "<= 4 KiB of kagi heap per parked request; FAIL names the first goal missed." %
                datetime.date.today().isoformat(), "", "```"] + lines + ["```", END]
     with open(md, encoding="utf-8") as f:
