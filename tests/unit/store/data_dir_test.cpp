@@ -75,6 +75,24 @@ class CountingFs final : public testing::ForwardingFs {
   std::atomic<int> preads{0};
 };
 
+// The real filesystem, refusing (once `refuse` is set) to open an existing file read-write, as
+// the kernel does for a file its owner made read-only: whichever user runs the test.
+class ReadOnlyFilesFs final : public testing::ForwardingFs {
+ public:
+  int open_at(int d, const char* n, int f, mode_t m) override {
+    if (refused(f)) return -EACCES;
+    return ForwardingFs::open_at(d, n, f, m);
+  }
+  int open_beneath(int d, const char* p, int f) override {
+    if (refused(f)) return -EACCES;
+    return ForwardingFs::open_beneath(d, p, f);
+  }
+  std::atomic<bool> refuse{false};
+
+ private:
+  bool refused(int flags) const { return refuse && (flags & O_ACCMODE) != O_RDONLY; }
+};
+
 class DataDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -111,6 +129,7 @@ class DataDirTest : public ::testing::Test {
   // Declared before dir_ so that they outlive it (a DataDir uses its FileSystem to the end).
   FaultFs faulty_, faulty2_;
   CountingFs counting_;
+  ReadOnlyFilesFs read_only_;
   std::unique_ptr<lock::LockService> service_;
   std::unique_ptr<lock::LockContext> ctx_;
   std::unique_ptr<DataDir> dir_;
@@ -471,13 +490,14 @@ TEST_F(DataDirTest, AWritersReadThenAppendOpensTheLogOnce) {
 // A log made read-only by hand can still be read under an exclusive guard (the read opens it
 // read-write only to keep it for an append).
 TEST_F(DataDirTest, AReadOnlyLogIsStillReadUnderAnExclusiveGuard) {
+  open_dir(false, &read_only_);
   auto w = ctx_->exclusive("l");
   ASSERT_TRUE(dir_->append(w, "ro.log", "kept").ok());
-  if (::geteuid() == 0) GTEST_SKIP() << "root may write any file";
-  fs::permissions(data_ / "ro.log", fs::perms::owner_read);
+  read_only_.refuse = true;
   LogCursor cursor;
   EXPECT_EQ(dir_->read_log_since(w, "ro.log", cursor).value().records,
             std::vector<std::string>{"kept"});
+  EXPECT_FALSE(dir_->append(w, "ro.log", "refused").ok()) << "the file takes no writes";
 }
 
 // The append hint is a cursor too: a log replaced in place must not be cut at the old end
