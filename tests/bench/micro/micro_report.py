@@ -73,6 +73,8 @@ STORE_ROWS = [
     ("commit 256 KiB, fsync", "BM_Commit/262144/1", "BM_BareReplace/262144/1", 1.1),
     ("append 100 B, no fsync", "BM_Append/0", "BM_BareAppend/0", None),
     ("append 100 B, fsync", "BM_Append/1", "BM_BareAppend/1", None),
+    ("a post's log work: lock, read what is new, append 100 B, unlock (no fsync), against "
+     "flock + write + unlock", "BM_PostLog", "BM_BareLockedAppend", None),
     ("group commit round over 8 logs: one syncfs, against an fsync per log",
      "BM_GroupRound8/3", "BM_GroupRound8/0", None),
     ("the same round with one syncfs, against one append + fsync", "BM_GroupRound8/3",
@@ -193,7 +195,10 @@ def section(build, repetitions):
               "Append without fsync opens, checks and closes the log per call (the tail may "
               "have been written by another process, the log may have been replaced) where the "
               "bare loop keeps one descriptor: its ratio is the price of that, by design "
-              "([STORAGE.md](STORAGE.md)). With fsync on, the flush dominates both."]
+              "([STORAGE.md](STORAGE.md)). With fsync on, the flush dominates both. A post "
+              "reads the log under its lock and then appends: the append takes the descriptor "
+              "the read opened, so the whole of a post's log work opens the log once (the "
+              "post row, against the floor's locked append of the HTTP benchmarks)."]
     lines += ["",
               "**The dir backend and the seeds' lock files** (`tests/bench/lock`, dir rows), "
               "against a bare `mkdir` + `rmdir` on the same filesystem, in one run per "

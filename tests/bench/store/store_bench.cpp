@@ -5,6 +5,11 @@
 //                                    close, rename, [fsync dir] — the goal is commit ≤ 1.1×
 //   BM_Append/<fsync>                DataDir::append of a 100-byte record
 //   BM_BareAppend/<fsync>            write(O_APPEND) of 100 bytes, [fsync]
+//   BM_PostLog                       a post's log work without fsync: take an exclusive lock,
+//                                    read what is new (read_log_since), append a 100-byte
+//                                    record, release
+//   BM_BareLockedAppend              the same by hand: flock(LOCK_EX), write(O_APPEND) of the
+//                                    framed bytes, flock(LOCK_UN), on descriptors kept open
 //   BM_GroupRound8/<syncfs_min_files> one group commit round over 8 logs: a record appended to
 //                                    each in one DurableScope, then its wait (an fsync per log
 //                                    with 0, one syncfs with 3)
@@ -13,6 +18,7 @@
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -119,6 +125,37 @@ void BM_BareAppend(benchmark::State& state) {
   ::close(fd);
 }
 
+void BM_PostLog(benchmark::State& state) {
+  const std::string record(100, 'r');
+  Fixture f(false);
+  kagi::store::LogCursor cursor;
+  for (auto _ : state) {
+    auto guard = f.ctx->exclusive("bench/post");
+    if (!f.data->read_log_since(guard, "post.log", cursor).ok() ||
+        !f.data->append(guard, "post.log", record).ok()) {
+      state.SkipWithError("read or append failed");
+    }
+  }
+}
+
+void BM_BareLockedAppend(benchmark::State& state) {
+  const std::string record(108, 'r');  // the same bytes as a framed 100-byte record
+  fs::create_directories(scratch() / "bare");
+  const int lock =
+      ::open((scratch() / "bare" / "post.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open((scratch() / "bare" / "post.log").c_str(),
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  for (auto _ : state) {
+    if (::flock(lock, LOCK_EX) != 0 ||
+        ::write(fd, record.data(), record.size()) != static_cast<ssize_t>(record.size()) ||
+        ::flock(lock, LOCK_UN) != 0) {
+      state.SkipWithError("bare locked append failed");
+    }
+  }
+  ::close(fd);
+  ::close(lock);
+}
+
 void BM_GroupRound8(benchmark::State& state) {
   const std::string record(100, 'r');
   Fixture f(true, static_cast<size_t>(state.range(0)));
@@ -139,6 +176,8 @@ BENCHMARK(BM_Commit)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_BareReplace)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_Append)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_BareAppend)->Arg(0)->Arg(1)->UseRealTime();
+BENCHMARK(BM_PostLog)->UseRealTime();
+BENCHMARK(BM_BareLockedAppend)->UseRealTime();
 BENCHMARK(BM_GroupRound8)->Arg(0)->Arg(3)->UseRealTime();
 
 }  // namespace
