@@ -15,7 +15,7 @@ bool kept_for(uint64_t store, std::string_view path) {
 }  // namespace
 
 bool keepable(const lock::Guard& guard) {
-  return guard.mode() == lock::Mode::kExclusive && guard.epoch() != 0 && guard.held();
+  return guard.mode() == lock::Mode::kExclusive && guard.epoch() != 0;
 }
 
 void keep_log(KeptLog log) { t_kept = std::move(log); }

@@ -36,7 +36,7 @@ struct KeptLog {
 };
 
 // Whether a log read under `guard` may be kept: an exclusive grant the lock layer tells apart
-// from every other grant of its name (a nonzero epoch).
+// from every other grant of its name (a nonzero epoch). That it is held, the caller checked.
 bool keepable(const lock::Guard& guard);
 
 // Leaves `log` in this thread's slot, closing what was kept before.

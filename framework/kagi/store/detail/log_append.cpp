@@ -24,9 +24,9 @@ constexpr int kLogFlags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
 // The log as the append opened it.
 struct OpenLog {
   util::UniqueFd fd;
-  DirFd parent;          // held when the walk opened the log: a new entry is fsynced there
-  bool created = false;  // this append created the file
-  bool stated = false;   // `st` and `birth_ns` are set
+  DirFd parent;            // held when the walk opened the log: a new entry is fsynced there
+  bool created = false;    // this append created the file
+  bool from_read = false;  // the writer's read kept it: `st`, `birth_ns` and `known` are set
   struct stat st {};
   int64_t birth_ns = 0;
   LogCursor known;  // where whole records were last seen to end: a hint (find_end)
@@ -43,7 +43,7 @@ bool adopt_kept_log(const AppendContext& ctx, const lock::Guard& guard, std::str
   }
   log->fd = std::move(kept->fd);
   log->known = kept->cursor;
-  log->stated = true;
+  log->from_read = true;
   return true;
 }
 
@@ -72,7 +72,7 @@ Status open_log(const AppendContext& ctx, std::string_view path, OpenLog* log) {
 // followed by intact records stays where it is (kagi-fsck can show and repair it) and is
 // reported.
 Status find_end(const AppendContext& ctx, const std::string& path, OpenLog& log, LogEnd* end) {
-  if (!log.stated) {
+  if (!log.from_read) {
     if (int r = ctx.fs.fstat_birth(log.fd.get(), &log.st, &log.birth_ns); r < 0) {
       return Status::failed(sys_error(r), "append", path, "fstat");
     }

@@ -48,31 +48,6 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
   return records;
 }
 
-namespace {
-
-// Reads what lies past `cursor` in the open log `fd` (stat'ed `st`) into `bytes`, and returns
-// where in the file the records to decode start: the cursor's end when the cursor holds, else 0
-// (the whole file was read). The cursor's last record header is read in the same pread as what
-// follows it, so a cursor that holds costs one read; <0: -errno.
-long read_past_cursor(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                      const LogCursor& cursor, std::string& bytes, size_t* skip) {
-  *skip = 0;
-  if (log_cursor_plausible(st, birth_ns, cursor)) {
-    const uint64_t from = cursor.last_start != 0 ? cursor.last_start : cursor.end;
-    if (long r = read_from(fs, fd, static_cast<off_t>(from), bytes, st.st_size); r < 0) return r;
-    const bool holds = cursor.last_start == 0 || (bytes.size() >= kRecordHeader &&
-                                                  load_u64(bytes.data()) == cursor.last_header);
-    if (holds && bytes.size() >= cursor.end - from) {
-      *skip = static_cast<size_t>(cursor.end - from);
-      return static_cast<long>(cursor.end);
-    }
-  }
-  if (long r = read_from(fs, fd, 0, bytes, st.st_size); r < 0) return r;
-  return 0;
-}
-
-}  // namespace
-
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
                                    DamageReporter& damage, ReadExtent* seen) {
   struct stat st {};
@@ -80,20 +55,14 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   if (int r = fs.fstat_birth(fd, &st, &birth_ns); r < 0) {
     return Status::failed(sys_error(r), "read_log", path, "read");
   }
-  if (log_unchanged_since(st, birth_ns, cursor)) {
-    // The file the cursor read to its end, unchanged since: nothing to read.
-    *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, cursor.end};
-    return LogTail{};
-  }
   std::string bytes;
-  size_t skip = 0;
-  const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes, &skip);
+  const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes);
   if (at < 0) return Status::failed(sys_error(at), "read_log", path, "read");
   const auto start = static_cast<uint64_t>(at);
-  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, start + bytes.size() - skip};
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, start + bytes.size()};
 
   LogTail tail;
-  std::string_view view = std::string_view(bytes).substr(skip);
+  std::string_view view = bytes;
   uint64_t from = start;
   LogCursor before = cursor;
   if (start == 0) {

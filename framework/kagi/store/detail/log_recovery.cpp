@@ -12,30 +12,41 @@ constexpr size_t kMaxRememberedLogs = 4096;
 
 }  // namespace
 
-bool log_cursor_plausible(const struct stat& st, int64_t birth_ns, const LogCursor& c) {
+namespace {
+
+int64_t change_time_ns(const struct stat& st) {
+  return st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+}
+
+// The same file as `c` (identity and birth time), no shorter than its end.
+bool same_file_no_shorter(const struct stat& st, int64_t birth_ns, const LogCursor& c) {
   if (c.end == 0 || c.dev != st.st_dev || c.ino != st.st_ino) return false;
   if (c.birth_ns != 0 && birth_ns != 0 && c.birth_ns != birth_ns) return false;
   return static_cast<uint64_t>(st.st_size) >= c.end;
 }
 
-int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                     const LogCursor& c) {
-  if (!log_cursor_plausible(st, birth_ns, c)) return 0;
-  if (c.last_start == 0) return 1;  // no record yet: the magic is all there is to check
-  char header[kRecordHeader];
-  for (;;) {
-    ssize_t n = fs.pread(fd, header, sizeof header, static_cast<off_t>(c.last_start));
-    if (n == -EINTR) continue;
-    if (n < 0) return static_cast<int>(n);
-    return n == static_cast<ssize_t>(sizeof header) && load_u64(header) == c.last_header;
-  }
-}
-
-namespace {
-int64_t change_time_ns(const struct stat& st) {
-  return st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
-}
 }  // namespace
+
+long read_past_cursor(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
+                      const LogCursor& c, std::string& bytes) {
+  if (log_unchanged_since(st, birth_ns, c)) {
+    bytes.clear();
+    return static_cast<long>(c.end);
+  }
+  if (same_file_no_shorter(st, birth_ns, c)) {
+    // From the cursor's last record (none yet: the magic is all there is to check).
+    const uint64_t from = c.last_start != 0 ? c.last_start : c.end;
+    if (long r = read_from(fs, fd, static_cast<off_t>(from), bytes, st.st_size); r < 0) return r;
+    const bool holds = c.last_start == 0 ||
+                       (bytes.size() >= kRecordHeader && load_u64(bytes.data()) == c.last_header);
+    if (holds && bytes.size() >= c.end - from) {
+      bytes.erase(0, static_cast<size_t>(c.end - from));
+      return static_cast<long>(c.end);
+    }
+  }
+  if (long r = read_from(fs, fd, 0, bytes, st.st_size); r < 0) return r;
+  return 0;
+}
 
 bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c) {
   return S_ISREG(st.st_mode) && c.end != 0 && c.birth_ns != 0 && c.ctime_ns != 0 &&
@@ -62,25 +73,13 @@ LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor&
 
 Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
                     const LogCursor& known, std::string_view path, LogEnd* end) {
-  const auto size = static_cast<uint64_t>(st.st_size);
-  end->parsed_from = known.end;
-  end->damage.clear();
-  if (log_unchanged_since(st, birth_ns, known)) {
-    end->valid_end = known.end;  // the file the cursor read to its end: nothing to read
-    return {};
-  }
-  const int holds = log_cursor_holds(fs, fd, st, birth_ns, known);
-  if (holds < 0) return Status::failed(sys_error(holds), "append", path, "read");
-  const uint64_t start = holds ? known.end : 0;
+  std::string bytes;
+  const long at = read_past_cursor(fs, fd, st, birth_ns, known, bytes);
+  if (at < 0) return Status::failed(sys_error(at), "append", path, "read");
+  const auto start = static_cast<uint64_t>(at);
   end->valid_end = start;
   end->parsed_from = start;
   end->damage.clear();
-  if (start == size && start != 0) return {};  // nothing appended since: the usual case
-
-  std::string bytes;
-  if (long r = read_from(fs, fd, static_cast<off_t>(start), bytes, st.st_size); r < 0) {
-    return Status::failed(sys_error(r), "append", path, "read");
-  }
   std::string_view view = bytes;
   if (start != 0) {
     end->valid_end = start + parse_records(view, nullptr, &end->damage);

@@ -3,7 +3,8 @@
 //
 // Reading a whole log for every append would cost O(log) per record. Instead each DataDir
 // remembers, per log, the cursor it verified last (LogEnds), and trusts it only while it
-// provably still describes the file (log_cursor_holds): then only the bytes past it are read.
+// provably still describes the file (read_past_cursor): then only the bytes past it are read.
+// Readers keep cursors too (read_log_since) and read past them the same way.
 #pragma once
 
 #include <sys/stat.h>
@@ -24,16 +25,15 @@
 
 namespace kagi::store::detail {
 
-// Could `c` describe the start of the file `st` (born `birth_ns`)? The same identity, and no
-// shorter than the cursor's end; whether its last record is still in place is not checked.
-bool log_cursor_plausible(const struct stat& st, int64_t birth_ns, const LogCursor& c);
-
-// Does `c` still describe the start of the open log `fd` (stat'ed as `st`, born `birth_ns`)?
-// The same file, no shorter than the cursor's end, and the cursor's last record still in place
-// (its header read again: a replaced log that reuses the inode number fails here). 1 yes, 0 no,
-// <0 -errno.
-int log_cursor_holds(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                     const LogCursor& c);
+// Reads the bytes of the open log `fd` (stat'ed `st`, born `birth_ns`) that lie past the cursor
+// `c` into `bytes`, and returns the file offset they start at: `c.end` while the cursor still
+// describes the file — the same file, no shorter than the cursor's end, and the cursor's last
+// record still in place (its header read again, in the same pread as what follows it: a
+// replaced log that reuses the inode number fails here) — else 0, with the whole file read.
+// Nothing is read when the file is the one `c` read to its end, unchanged since
+// (log_unchanged_since). <0: -errno.
+long read_past_cursor(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
+                      const LogCursor& c, std::string& bytes);
 
 // Is the file `st` (born `birth_ns`), found by the log's path without opening it, the very file
 // `c` read to its end, unchanged since? The same identity, birth time, change time and size:
@@ -56,9 +56,8 @@ struct LogEnd {
 };
 
 // Finds the end of the whole records of the open log `fd` (stat'ed `st`, born `birth_ns`),
-// reading only what lies past `known` when that cursor still holds, and nothing at all when the
-// file is the one `known` read to its end, unchanged since (log_unchanged_since). Errors name
-// "append" and `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
+// reading only what lies past `known` when that cursor still holds (read_past_cursor). Errors
+// name "append" and `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
 Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
                     const LogCursor& known, std::string_view path, LogEnd* end);
 
