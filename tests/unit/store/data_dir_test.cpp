@@ -509,6 +509,12 @@ TEST_F(DataDirTest, AppendAfterAReplacementThatReusesTheInodeKeepsEveryRecord) {
   ASSERT_TRUE(dir_->append(g, "s.log", "next").ok());
   EXPECT_EQ(dir_->read_log(g, "s.log").value(),
             (std::vector<std::string>{"a much longer first record", "x", "y", "z", "next"}));
+  // The old end inside the new file's last record, where no intact record follows to resync
+  // on: only the header check tells the replacement (else the record would be cut as torn).
+  const std::string one_long(200, 'L');
+  rewrite_in_place(data_ / "s.log", {one_long}, *dir_, g);
+  ASSERT_TRUE(dir_->append(g, "s.log", "after").ok());
+  EXPECT_EQ(dir_->read_log(g, "s.log").value(), (std::vector<std::string>{one_long, "after"}));
 }
 
 TEST_F(DataDirTest, ReadLogSinceStopsBeforeATornTail) {

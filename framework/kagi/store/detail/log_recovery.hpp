@@ -62,8 +62,8 @@ Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth
                     const LogCursor& known, std::string_view path, LogEnd* end);
 
 // What this process verified of each log it appended to: hints for find_log_end, trusted only
-// while log_cursor_holds. Thread-safe; bounded (cleared when full: a hint cache, not a
-// registry).
+// while read_past_cursor finds them holding. Thread-safe; bounded (cleared when full: a hint cache,
+// not a registry).
 class LogEnds {
  public:
   // The cursor remembered for `path`, or an empty one.
