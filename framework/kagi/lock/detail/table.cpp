@@ -24,9 +24,10 @@ struct IdleTag;
 
 // A thread waiting for a name: lives on that thread's stack, queued in its entry.
 struct Waiter : detail::ListNode<Waiter> {
-  Waiter(util::Mutex& shard_mu, Mode m) : mu(shard_mu), mode(m) {}
+  Waiter(util::Mutex& shard_mu, Mode m) : mu(shard_mu), mode(m), since(Clock::now()) {}
   util::Mutex& mu;  // the shard's
   const Mode mode;
+  const Clock::time_point since;  // when it queued: how long running threads may overtake it
   bool granted KAGI_GUARDED_BY(mu) = false;
   util::CondVar cv;
 };
@@ -38,6 +39,7 @@ constexpr size_t kSpares = 4;
 }  // namespace
 
 struct LockTable::Shard {
+  Clock::duration overtake_window{};  // the table's; set once, before any use
   util::Mutex mu;
   std::unordered_map<std::string_view, std::unique_ptr<Entry>, NameHash> entries
       KAGI_GUARDED_BY(mu);
@@ -59,6 +61,9 @@ struct LockTable::Entry : detail::ListNode<Entry, IdleTag> {
   int refs KAGI_GUARDED_BY(shard->mu) = 0;
   bool idle KAGI_GUARDED_BY(shard->mu) = false;                      // in shard->idle
   detail::IntrusiveList<Waiter> waiters KAGI_GUARDED_BY(shard->mu);  // FIFO
+  // The name is free and its first waiter (a writer) was woken to take it, and has not run
+  // yet: the next release need not wake it again.
+  bool head_woken KAGI_GUARDED_BY(shard->mu) = false;
 
   // The lock file, once someone needed the file lock; kept while the entry lives.
   util::UniqueFd fd KAGI_GUARDED_BY(shard->mu);
@@ -110,10 +115,21 @@ bool may_take(Entry* e, Mode mode) KAGI_REQUIRES(e->shard->mu) {
   return batch_lasts(e);
 }
 
+// May a writer that is running take the free name ahead of the queue? Only ahead of a
+// writer (readers at the head are granted together on release, never left waiting for a
+// free name), and only while that writer has waited less than the table's overtake window.
+bool may_overtake(Entry* e, Mode mode) KAGI_REQUIRES(e->shard->mu) {
+  const Waiter* head = e->waiters.front();
+  if (!head) return true;
+  return mode == Mode::kExclusive && head->mode == Mode::kExclusive && !e->exclusive &&
+         e->shared == 0 && Clock::now() - head->since < e->shard->overtake_window;
+}
+
 void grant_waiters(Entry* e) KAGI_REQUIRES(e->shard->mu) {
   while (Waiter* w = e->waiters.front()) {
     if (!may_take(e, w->mode)) return;
     e->waiters.remove(w);
+    e->head_woken = false;  // whoever was woken at the head is served
     take(e, w->mode);
     w->mu.assert_held();  // the same mutex as e->shard->mu, under another name
     w->granted = true;
@@ -237,35 +253,52 @@ std::error_code ensure_file(FileLocks* files, Entry* e, std::string_view name, M
   return {};
 }
 
+// Nobody of this process holds the name any more: let the queue move.
+void name_freed(Entry* e) KAGI_REQUIRES(e->shard->mu) {
+  Waiter* next = e->waiters.front();
+  // Keep the file lock for the next waiter (no system calls) if it covers the waiter's mode
+  // and the batch lasts; otherwise give other processes their turn.
+  if (e->file != FileState::kNone) {
+    const bool keep =
+        next && (e->file == FileState::kExclusive || next->mode == Mode::kShared) && batch_lasts(e);
+    if (!keep) {
+      FileLocks::unlock(e->fd.get());
+      e->file = FileState::kNone;
+    }
+  }
+  if (!next) return;
+  if (next->mode == Mode::kExclusive && Clock::now() - next->since < e->shard->overtake_window) {
+    // Wake the writer to take the name itself, and leave it free meanwhile: a thread that is
+    // running may take it first (see may_overtake), instead of every release waiting for a
+    // sleeping thread to be scheduled.
+    if (!e->head_woken) {
+      e->head_woken = true;
+      next->mu.assert_held();  // the same mutex as e->shard->mu, under another name
+      next->cv.notify_one();
+    }
+    return;
+  }
+  grant_waiters(e);  // strict arrival order: readers, and writers overtaken long enough
+}
+
 void release_locked(Entry* e, Mode mode, size_t max_idle) KAGI_REQUIRES(e->shard->mu) {
   if (mode == Mode::kExclusive) {
     e->exclusive = false;
   } else {
     --e->shared;
   }
-  if (e->shared == 0 && !e->exclusive) {
-    // Hand the file lock to the next waiter without system calls if it covers the waiter's
-    // mode and the batch lasts; otherwise give other processes their turn.
-    if (e->file != FileState::kNone) {
-      const Waiter* next = e->waiters.front();
-      const bool keep = next && (e->file == FileState::kExclusive || next->mode == Mode::kShared) &&
-                        batch_lasts(e);
-      if (!keep) {
-        FileLocks::unlock(e->fd.get());
-        e->file = FileState::kNone;
-      }
-    }
-    grant_waiters(e);
-  }
+  if (e->shared == 0 && !e->exclusive) name_freed(e);
   unref(e, max_idle);
 }
 
 }  // namespace
 
-LockTable::LockTable(FileLocks* files, size_t max_idle_fds)
+LockTable::LockTable(FileLocks* files, size_t max_idle_fds, Clock::duration overtake_window)
     : files_(files),
       max_idle_per_shard_(files ? (max_idle_fds + kShards - 1) / kShards : 0),
-      shards_(new Shard[kShards]) {}
+      shards_(new Shard[kShards]) {
+  for (size_t i = 0; i < kShards; ++i) shards_[i].overtake_window = overtake_window;
+}
 
 LockTable::~LockTable() = default;
 
@@ -312,7 +345,7 @@ std::error_code LockTable::acquire(std::string_view name, Mode mode, Clock::time
   Entry* e = find_or_create(shard, name);
   e->shard->mu.assert_held();  // e->shard is &shard
   ++e->refs;
-  if (e->waiters.empty() && may_take(e, mode)) {
+  if (may_overtake(e, mode) && may_take(e, mode)) {
     take(e, mode);
   } else {
     if (deadline == kNoWait) {
@@ -324,9 +357,27 @@ std::error_code LockTable::acquire(std::string_view name, Mode mode, Clock::time
     w.mu.assert_held();  // w.mu is shard.mu
     e->waiters.push_back(&w);
     while (!w.granted) {
-      if (w.cv.wait_until(shard.mu, deadline) == std::cv_status::timeout && !w.granted) {
+      const std::cv_status woke = w.cv.wait_until(shard.mu, deadline);
+      if (w.granted) break;
+      if (e->waiters.front() == &w) {
+        // Woken to take the free name (or by chance): take it if nobody overtook us.
+        e->head_woken = false;
+        if (may_take(e, mode)) {
+          e->waiters.remove(&w);
+          take(e, mode);
+          w.granted = true;
+          break;
+        }
+      }
+      if (woke == std::cv_status::timeout) {
         e->waiters.remove(&w);
-        grant_waiters(e);  // a timed-out writer at the head may have held readers back
+        // A timed-out writer at the head may have held readers back, or been the one woken
+        // to take the free name.
+        if (e->shared == 0 && !e->exclusive) {
+          name_freed(e);
+        } else {
+          grant_waiters(e);
+        }
         unref(e, max_idle_per_shard_);
         return make_error_code(Errc::kTimeout);
       }

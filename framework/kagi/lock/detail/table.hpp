@@ -6,8 +6,15 @@
 // hold a name; the file lock decides which process does.
 //
 // Contract:
-//  - Waiters are granted strictly in arrival order: a waiting writer is never overtaken by
-//    readers that arrive after it.
+//  - Waiters are granted in arrival order: a waiting writer is never overtaken by readers
+//    that arrive after it, nor by other waiters.
+//  - One exception keeps a busy name moving: when a writer at the head of the queue is woken
+//    to take the name, the name stays free until it runs, and a writer that is running (not
+//    queued) may take it first, as the kernel's own locks allow. It may do so only while the
+//    head has waited less than the overtake window (kOvertakeWindow unless the constructor
+//    says otherwise); after that, releases hand the name straight
+//    to the queue. Without it, every release under contention waits for a sleeping thread
+//    to be scheduled before anyone can go on (a lock convoy).
 //  - A shared acquire of a name that other threads of the process already hold shared is
 //    granted without any system call, in batches: when a batch runs out (kMaxBatch grants or
 //    kMaxBatchHold since its first such grant) the table asks the file once whether a
@@ -15,7 +22,8 @@
 //    newcomers queue, the holders drain, the file lock is released and the writer gets its
 //    turn. So readers of one process never starve writers of another.
 //  - On release, if the next waiter is covered by the file lock already held (exclusive covers
-//    both), it is handed over without system calls, within the same batch bounds.
+//    both), the file lock stays held for it (or for a running writer that takes the name
+//    first), so the name passes without system calls, within the same batch bounds.
 //  - Every wait ends by its deadline; kNoWait never waits at all. An entry exists only while
 //    someone holds or waits for its name: size() is 0 when nothing is held.
 //  - The descriptor cache: an entry whose name is released keeps its open lock file, idle,
@@ -41,12 +49,16 @@ class LockTable {
  public:
   static constexpr int kMaxBatch = 32;
   static constexpr std::chrono::milliseconds kMaxBatchHold{20};
+  // How long a queued writer may be overtaken by running writers before it is handed the name.
+  static constexpr std::chrono::milliseconds kOvertakeWindow{1};
   // As a deadline: grant only what is available right now, in-process and cross-process.
   static constexpr Clock::time_point kNoWait = Clock::time_point::min();
 
   // `files` may be null (in-process only); it must outlive the table. `max_idle_fds` bounds
-  // the lock files kept open for names nobody holds.
-  explicit LockTable(FileLocks* files, size_t max_idle_fds = 1024);
+  // the lock files kept open for names nobody holds. `overtake_window`: see the contract
+  // (zero: strict arrival order).
+  explicit LockTable(FileLocks* files, size_t max_idle_fds = 1024,
+                     Clock::duration overtake_window = kOvertakeWindow);
   ~LockTable();
   LockTable(const LockTable&) = delete;
   LockTable& operator=(const LockTable&) = delete;
