@@ -60,6 +60,12 @@ class Bench:
         self.rows = []
         self.pg_server = None  # "15.x (fsync=on, ...)", once pg_scenarios asked the server
         self.pg_floor = {}  # {"post1": tps, "post8": tps}: pg_floor's raw libpq numbers
+        # Server processes by the port nginx serves them on: a row on that port also measures
+        # what they spent per request (ProcessCost).
+        self.processes = {}
+
+    def watch(self, port, pids):
+        self.processes[port] = list(pids)
 
     def start_profile(self, name):
         """--perf 'A|B': a system-wide `perf record -g` over the rounds of every scenario whose
@@ -81,6 +87,8 @@ class Bench:
         before = stored() if stored else 0
         warm = wrk(url, self.args.warmup, script, script_env)
         profiler = self.start_profile(name)
+        pids = self.processes.get(int(re.search(r":(\d+)", url[7:]).group(1)), [])
+        cost = ProcessCost(pids) if pids else None
         rounds = [wrk(url, self.args.seconds, script, script_env) for _ in range(self.args.rounds)]
         if profiler:
             profiler.wait()
@@ -89,6 +97,8 @@ class Bench:
                "p50": statistics.median(r["p50"] for r in rounds),
                "p99": statistics.median(r["p99"] for r in rounds),
                "errors": sum(r["errors"] for r in rounds), "timed": timed}
+        if cost:
+            row["cost"] = cost.per_request(sum(r["rps"] for r in rounds) * self.args.seconds)
         if stored:
             # Every write the warm-up and the rounds got acknowledged, against every write
             # stored meanwhile.
@@ -102,7 +112,39 @@ class Bench:
         return row
 
 
+class ProcessCost:
+    """What server processes spend from now on, read back per request: CPU time (user +
+    system, from /proc/PID/stat) and context switches (voluntary and not, summed over the
+    threads in /proc/PID/task). The kernel's work for the process counts; nginx's and wrk's
+    does not."""
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.start = self.read()
+
+    def read(self):
+        ticks = switches = 0
+        for pid in self.pids:
+            try:
+                fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+                for task in os.listdir("/proc/%d/task" % pid):
+                    for line in open("/proc/%d/task/%s/status" % (pid, task)):
+                        if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
+                            switches += int(line.split()[1])
+            except OSError:
+                pass  # a thread that ended meanwhile
+        return ticks, switches
+
+    def per_request(self, requests):
+        ticks, switches = self.read()
+        n = max(requests, 1)
+        return {"cpu_us": (ticks - self.start[0]) * 1e6 / os.sysconf("SC_CLK_TCK") / n,
+                "switches": (switches - self.start[1]) / n}
+
+
 PEERS = os.path.join(HERE, "..", "peers")
+C_PIDS = {}  # the C peers' processes by socket
 
 
 def start_c_hello(env, name="hello", args=()):
@@ -115,9 +157,10 @@ def start_c_hello(env, name="hello", args=()):
         subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "hello_fcgi.c"), "-lfcgi",
                         "-o", binary], check=True)
     sock = env.path(name + ".sock")
-    env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary, str(CONNECTIONS)] +
-              list(args), name + "_fcgi.out")
+    proc = env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary,
+                      str(CONNECTIONS)] + list(args), name + "_fcgi.out")
     harness.wait_for_unix(sock)
+    C_PIDS[sock] = proc.pid  # -n: spawn-fcgi becomes the program (no fork)
     return sock
 
 
@@ -535,8 +578,11 @@ def run_all(bench, env):
     always_sock, _ = run_kagi(env, "always")
     c_sock = start_c_hello(env)
     append_log = env.path("c-append.log")
-    extra_c = c_server("c_append", start_c_hello(env, "c-append", ["--append", append_log]),
-                       ports["c_append"])
+    append_sock = start_c_hello(env, "c-append", ["--append", append_log])
+    extra_c = c_server("c_append", append_sock, ports["c_append"])
+    bench.watch(ports["kagi"], pids)
+    bench.watch(ports["c"], [C_PIDS[c_sock]])
+    bench.watch(ports["c_append"], [C_PIDS[append_sock]])
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
     extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
@@ -724,6 +770,22 @@ def write_report(path, bench, results, command):
         ]
         ratio_table(lines, "| write | kagi / the floor's locked append | that floor / the C hello |",
                     same_work_ratios(results))
+    costs = [r for r in bench.rows if r.get("cost")]
+    if costs:
+        lines += [
+            "",
+            "### What the FastCGI program spends per request",
+            "",
+            "Over each row's timed rounds, the server processes' own CPU time (user + system, "
+            "the kernel's work on their behalf included; nginx and wrk not) and their context "
+            "switches, from /proc, divided by the requests served. On two cores shared with "
+            "nginx and wrk, this is what a row's rate is made of.",
+            "",
+            "| row | CPU µs per request | context switches per request |",
+            "|---|---:|---:|",
+        ]
+        lines += ["| %s | %.1f | %.2f |" % (r["name"], r["cost"]["cpu_us"], r["cost"]["switches"])
+                  for r in costs]
     lines += [
         "",
         "## All rows",
