@@ -225,19 +225,24 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
     }
   }
   util::UniqueFd fd;
+  detail::FileStatus now;
+  bool keep = reuse_kept_log(path, guard, &fd, &now);
+  const bool reused = keep;
   std::string step;
-  bool keep = false;
-  if (int r = open_log_to_read(path, guard, &fd, &keep, &step); r < 0) {
-    if (r != -ENOENT) return open_failed(r, "read_log", path, step);
-    // The log vanished: the caller starts over with nothing.
-    cursor = LogCursor{};
-    LogTail tail;
-    tail.restarted = true;
-    return tail;
+  if (!reused) {
+    if (int r = open_log_to_read(path, guard, &fd, &keep, &step); r < 0) {
+      if (r != -ENOENT) return open_failed(r, "read_log", path, step);
+      // The log vanished: the caller starts over with nothing.
+      cursor = LogCursor{};
+      LogTail tail;
+      tail.restarted = true;
+      return tail;
+    }
   }
   detail::ReadExtent seen;
   const LogCursor before = cursor;
-  auto tail = detail::read_records_since(fs_, fd.get(), path, cursor, damage_, &seen);
+  auto tail = detail::read_records_since(fs_, fd.get(), path, cursor, damage_, &seen,
+                                         reused ? &now : nullptr);
   if (!tail.ok()) return tail;
   if (Status s = require_durable(path, fd, seen, keep); !s.ok()) {
     cursor = before;
@@ -250,12 +255,37 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   return tail;
 }
 
+bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
+                             detail::FileStatus* now) const {
+  if (!local_attributes_ || !detail::keepable(guard)) return false;
+  std::optional<detail::KeptLog> kept = detail::take_kept_log_to_check(serial_, path);
+  if (!kept) return false;
+  const std::string name(path);
+  if (fs_.stat_birth_at(walk_.root(), name.c_str(), &now->st, &now->birth_ns) != 0) return false;
+  // The kept descriptor pins its inode, so no other file can have its number meanwhile.
+  const LogCursor& c = kept->cursor;
+  if (!S_ISREG(now->st.st_mode) || now->st.st_dev != c.dev || now->st.st_ino != c.ino ||
+      now->birth_ns != c.birth_ns) {
+    return false;  // another file (or none) is at the path now: `kept` closes here
+  }
+  // Made read-only by hand since it was opened: a descriptor opened before would still write
+  // to it, so the path is opened again (and read read-only).
+  if ((now->st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0) return false;
+  *fd = std::move(kept->fd);
+  return true;
+}
+
 int DataDir::open_log_to_read(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
                               bool* keep, std::string* step) const {
   *keep = detail::keepable(guard);
   if (*keep) {
     const int r = walk_.open_existing(path, O_RDWR, fd, step);
-    if (r == 0 || r == -ENOENT) return r;
+    if (r == 0 || r == -ENOENT) {
+      // The descriptor may be kept for many reads: they need not dirty the inode's access time
+      // (a hint: refused for a file this process does not own).
+      if (r == 0) ::fcntl(fd->get(), F_SETFL, O_NOATIME);
+      return r;
+    }
     *keep = false;  // e.g. a log made read-only by hand: reading it is still allowed
   }
   return walk_.open_readonly(path, fd, step);

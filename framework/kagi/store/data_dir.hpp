@@ -179,6 +179,11 @@ class DataDir final : public DataStore {
   // through a second descriptor of the same file).
   Status require_durable(std::string_view path, util::UniqueFd& fd, const detail::ReadExtent& seen,
                          bool keep = false) const;
+  // A writer's read of `path`: the descriptor this thread kept from an earlier grant, if one
+  // statx of the path (local filesystems only) finds the very file it holds; its status in
+  // `*now`. False (and the kept descriptor closed) otherwise.
+  bool reuse_kept_log(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
+                      detail::FileStatus* now) const;
   // Opens the log `path` for read_log_since: read-write when the read is a writer's (`*keep`
   // stays true; the append that follows takes the descriptor, store/detail/kept_log.hpp), else
   // (or if the file refuses to be written) read-only, with `*keep` false.

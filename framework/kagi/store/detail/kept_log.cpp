@@ -31,6 +31,13 @@ std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
   return log;
 }
 
+std::optional<KeptLog> take_kept_log_to_check(uint64_t store, std::string_view path) {
+  if (!kept_for(store, path)) return std::nullopt;
+  KeptLog log = std::move(t_kept);
+  t_kept = KeptLog{};
+  return log;
+}
+
 void drop_kept_log(uint64_t store, std::string_view path) {
   if (kept_for(store, path)) t_kept = KeptLog{};
 }

@@ -141,7 +141,8 @@ Status write_frame(const AppendContext& ctx, std::string_view path, const OpenLo
   return {};
 }
 
-// Step 6. The cursor past the record just written, for the next append's find_end.
+// Step 6. The cursor past the record just written, for the next append's find_end (and the
+// kept descriptor's: it names the file).
 LogCursor cursor_past(const OpenLog& log, uint64_t at, std::string_view frame, size_t payload) {
   const size_t record_at = frame.size() - kRecordHeader - payload;
   return LogCursor{.dev = log.st.st_dev,
@@ -164,7 +165,8 @@ Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::
   if (Status s = write_frame(ctx, path, log, end.valid_end, frame, scope != nullptr); !s.ok()) {
     return s;
   }
-  ctx.ends.remember(path, cursor_past(log, end.valid_end, frame, record.size()));
+  log.known = cursor_past(log, end.valid_end, frame, record.size());
+  ctx.ends.remember(path, log.known);
   if (!ctx.fsync) return {};
   // Step 7. Durable now (flushed above), or once the scope's request has released its lock.
   const FileId id{log.st.st_dev, log.st.st_ino, log.birth_ns};
@@ -172,7 +174,14 @@ Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::
   if (scope == nullptr) {
     ctx.group.mark(id, new_end);
   } else {
-    scope->add(ctx.group, SyncNeed{id, new_end, std::move(log.fd), path});
+    // The flush takes a second descriptor when this one is to be kept (store/detail/kept_log.hpp).
+    util::UniqueFd flush_fd;
+    if (const int dup = keepable(guard) ? ctx.fs.dup(log.fd.get()) : -1; dup >= 0) {
+      flush_fd.reset(dup);
+    } else {
+      flush_fd = std::move(log.fd);
+    }
+    scope->add(ctx.group, SyncNeed{id, new_end, std::move(flush_fd), path});
   }
   return {};
 }
@@ -188,11 +197,19 @@ Status append_record(const AppendContext& ctx, const lock::Guard& guard, std::st
   OpenLog log;
   if (!adopt_kept_log(ctx, guard, path, &log)) {
     if (Status s = open_log(ctx, path, &log); !s.ok()) return s;
+    // Kept for later reads, which need not dirty the inode's access time (a hint: refused
+    // for a file this process does not own).
+    ::fcntl(log.fd.get(), F_SETFL, O_NOATIME);
   }
-  const std::string key(path);  // LogEnds' key, made once
+  std::string key(path);  // LogEnds' key, made once
   Status s = append_to(ctx, guard, key, record, log);
   // What this process knew of the log is in doubt after a failure halfway.
-  if (!s.ok()) ctx.ends.forget(path);
+  if (!s.ok()) {
+    ctx.ends.forget(path);
+  } else if (log.fd && keepable(guard)) {
+    keep_log(KeptLog{ctx.store, std::move(key), guard.name(), guard.epoch(), std::move(log.fd),
+                     log.known});
+  }
   return s;
 }
 

@@ -49,12 +49,16 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
 }
 
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
-                                   DamageReporter& damage, ReadExtent* seen) {
-  struct stat st {};
-  int64_t birth_ns = 0;
-  if (int r = fs.fstat_birth(fd, &st, &birth_ns); r < 0) {
+                                   DamageReporter& damage, ReadExtent* seen,
+                                   const FileStatus* now) {
+  FileStatus status;
+  if (now) {
+    status = *now;
+  } else if (int r = fs.fstat_birth(fd, &status.st, &status.birth_ns); r < 0) {
     return Status::failed(sys_error(r), "read_log", path, "read");
   }
+  const struct stat& st = status.st;
+  const int64_t birth_ns = status.birth_ns;
   std::string bytes;
   const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes);
   if (at < 0) return Status::failed(sys_error(at), "read_log", path, "read");

@@ -28,9 +28,17 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
                                               size_t last_n, DamageReporter& damage,
                                               ReadExtent* seen);
 
+// A status of an open file taken just before by other means (its path, matched to it).
+struct FileStatus {
+  struct stat st {};
+  int64_t birth_ns = 0;
+};
+
 // The records of the open log `fd` past `cursor`, and the cursor moved past them; the whole
 // log with `restarted` set when the cursor no longer holds. On error the cursor is unchanged.
+// `now`: the file's status, if the caller has it (spares an fstat).
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
-                                   DamageReporter& damage, ReadExtent* seen);
+                                   DamageReporter& damage, ReadExtent* seen,
+                                   const FileStatus* now = nullptr);
 
 }  // namespace kagi::store::detail
