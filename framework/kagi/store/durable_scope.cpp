@@ -42,6 +42,9 @@ void DurableScope::then(std::function<void()> action) {
 }
 
 Status DurableScope::wait() {
+  // Nothing to flush (data.fsync = never, a request that wrote nothing, or the App's
+  // wait_async already took it all): no promise to make, as every request's scope ends here.
+  if (needs_.empty() && then_.empty()) return {};
   std::promise<Status> answer;
   std::future<Status> answered = answer.get_future();
   wait_async([&answer](Status s) { answer.set_value(std::move(s)); });

@@ -25,6 +25,9 @@ void LockBindings::note(std::string_view op, std::string_view path, const std::s
   Binding previous;
   {
     util::MutexLock held(mu_);
+    if (auto known = bindings_.find(path); known != bindings_.end() && known->second.lock == lock) {
+      return;  // the usual case: the file's lock, as before
+    }
     auto [it, inserted] = bindings_.try_emplace(std::string(path), Binding{lock, false});
     if (inserted && bindings_.size() > kMaxBindings) {
       bindings_.clear();

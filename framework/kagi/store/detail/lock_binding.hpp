@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,8 +41,14 @@ class LockBindings {
     bool warned = false;  // a mismatch on this file was logged already
   };
 
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   util::Mutex mu_;
-  std::unordered_map<std::string, Binding> bindings_ KAGI_GUARDED_BY(mu_);
+  // Looked up by string_view: a file's every later use allocates nothing.
+  std::unordered_map<std::string, Binding, Hash, std::equal_to<>> bindings_ KAGI_GUARDED_BY(mu_);
   std::atomic<uint64_t> mismatches_{0};
 };
 
