@@ -767,6 +767,7 @@ def write_report(path, bench, results, command):
             "floor too, right before kagi's write rows: the C program behind the same nginx, "
             "sent the same posts, appending each body to one file under an exclusive `flock` "
             "(`hello_fcgi.c --append`: no parsing, no read of the file, no check, no fsync).",
+            "",
         ]
         ratio_table(lines, "| write | kagi / the floor's locked append | that floor / the C hello |",
                     same_work_ratios(results))

@@ -192,13 +192,16 @@ def section(build, repetitions):
               ""]
     lines += table(store, STORE_ROWS)
     lines += ["",
-              "Append without fsync opens, checks and closes the log per call (the tail may "
-              "have been written by another process, the log may have been replaced) where the "
-              "bare loop keeps one descriptor: its ratio is the price of that, by design "
+              "Append without fsync checks the log on every call (the tail may have been "
+              "written by another process, the log may have been replaced) where the bare loop "
+              "writes blindly: an `fstat` of the descriptor its thread keeps, then a `pwrite` at "
+              "the end it verified; its ratio is the price of that, by design "
               "([STORAGE.md](STORAGE.md)). With fsync on, the flush dominates both. A post "
-              "reads the log under its lock and then appends: the append takes the descriptor "
-              "the read opened, so the whole of a post's log work opens the log once (the "
-              "post row, against the floor's locked append of the HTTP benchmarks)."]
+              "reads the log under its lock and then appends, each under a new grant: the read "
+              "finds the thread's kept descriptor after one `statx` of the path, so a post's log "
+              "work is the lock, that `statx`, a `pread` of what is new, an `fstat` and the "
+              "`pwrite`, with no open and no close (the post row, against the floor's locked "
+              "append of the HTTP benchmarks)."]
     lines += ["",
               "**The dir backend and the seeds' lock files** (`tests/bench/lock`, dir rows), "
               "against a bare `mkdir` + `rmdir` on the same filesystem, in one run per "
