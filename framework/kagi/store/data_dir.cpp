@@ -170,8 +170,8 @@ Status DataDir::remove(const lock::ExclusiveGuard& guard, std::string_view path)
 Status DataDir::append(const lock::ExclusiveGuard& guard, std::string_view path,
                        std::string_view record) {
   if (Status s = check_access("append", path, guard); !s.ok()) return s;
-  const detail::AppendContext ctx{fs_,        walk_,  log_ends_, damage_,
-                                  file_mode_, fsync_, sync_,     serial_};
+  const detail::AppendContext ctx{fs_,    walk_, log_ends_, damage_,          file_mode_,
+                                  fsync_, sync_, serial_,   local_attributes_};
   return detail::append_record(ctx, guard, path, record);
 }
 
@@ -250,7 +250,7 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   }
   if (keep) {
     detail::keep_log(detail::KeptLog{serial_, std::string(path), guard.name(), guard.epoch(),
-                                     std::move(fd), cursor});
+                                     std::move(fd), cursor, detail::access_of(seen.st)});
   }
   return tail;
 }
@@ -268,9 +268,9 @@ bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard, ut
       now->birth_ns != c.birth_ns) {
     return false;  // another file (or none) is at the path now: `kept` closes here
   }
-  // Made read-only by hand since it was opened: a descriptor opened before would still write
-  // to it, so the path is opened again (and read read-only).
-  if ((now->st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0) return false;
+  // A chmod or chown since it was opened: the descriptor would still write, so the path is
+  // opened again (and read read-only if it now refuses writes).
+  if (detail::access_of(now->st) != kept->access) return false;
   *fd = std::move(kept->fd);
   return true;
 }
@@ -283,7 +283,7 @@ int DataDir::open_log_to_read(std::string_view path, const lock::Guard& guard, u
     if (r == 0 || r == -ENOENT) {
       // The descriptor may be kept for many reads: they need not dirty the inode's access time
       // (a hint: refused for a file this process does not own).
-      if (r == 0) ::fcntl(fd->get(), F_SETFL, O_NOATIME);
+      if (r == 0) detail::add_no_atime(fd->get());
       return r;
     }
     *keep = false;  // e.g. a log made read-only by hand: reading it is still allowed

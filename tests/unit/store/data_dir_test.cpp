@@ -520,6 +520,13 @@ TEST_F(DataDirTest, AWriterKeepsItsLogOpenWhileThePathNamesIt) {
   EXPECT_EQ(post("ninth").records, (std::vector<std::string>{"fresh"}));
   EXPECT_EQ(records_of("p.log"), (std::vector<std::string>{"fresh", "ninth"}));
   EXPECT_EQ(records_of("moved.log"), (std::vector<std::string>{"replaced", "eighth"}));
+
+  // A new owner (as by `chown`, which a read-write descriptor would ignore): opened again.
+  post("tenth");
+  if (::chown((data_ / "p.log").c_str(), 4242, 4242) == 0) {  // root only
+    EXPECT_EQ(opens_of([&] { post("eleventh"); }), 1);
+    EXPECT_EQ(opens_of([&] { post("twelfth"); }), 0) << "kept again, as the file is now";
+  }
 }
 
 // A log made read-only by hand can still be read under an exclusive guard (the read opens it

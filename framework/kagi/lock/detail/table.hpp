@@ -12,9 +12,9 @@
 //    to take the name, the name stays free until it runs, and a writer that is running (not
 //    queued) may take it first, as the kernel's own locks allow. It may do so only while the
 //    head has waited less than the overtake window (kOvertakeWindow unless the constructor
-//    says otherwise); after that, releases hand the name straight
-//    to the queue. Without it, every release under contention waits for a sleeping thread
-//    to be scheduled before anyone can go on (a lock convoy).
+//    says otherwise); after that, releases hand the name straight to the queue. Without it,
+//    every release under contention waits for a sleeping thread to be scheduled before
+//    anyone can go on (a lock convoy).
 //  - A shared acquire of a name that other threads of the process already hold shared is
 //    granted without any system call, in batches: when a batch runs out (kMaxBatch grants or
 //    kMaxBatchHold since its first such grant) the table asks the file once whether a

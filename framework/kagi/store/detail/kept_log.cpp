@@ -1,5 +1,7 @@
 #include <kagi/store/detail/kept_log.hpp>
 
+#include <fcntl.h>
+
 #include <utility>
 
 namespace kagi::store::detail {
@@ -19,6 +21,11 @@ bool keepable(const lock::Guard& guard) {
 }
 
 void keep_log(KeptLog log) { t_kept = std::move(log); }
+
+void add_no_atime(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NOATIME);
+}
 
 std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
                                      const lock::Guard& guard) {

@@ -16,15 +16,24 @@
 // operator's mv, a hard-linked backup of the old file) is another file there: the descriptor is
 // closed and the path opened as usual.
 //
-// The kept descriptor is trusted for nothing the append does not check again: the append
-// fstats it, and refuses it (and opens the path as usual) when the file is no longer linked (a
-// rewrite_log or remove replaced it, even one made by another thread under a wrong lock); the
-// cursor is only a hint for where whole records end, checked like every other hint
-// (find_log_end). What is gained is the path walk (openat2) and the close of each post.
+// Under the same grant, the append fstats the kept descriptor and refuses it (opening the path
+// as usual) when the file is no longer linked (a rewrite_log or remove replaced it, even one
+// made by another thread under a wrong lock). Under a later grant, the read's statx of the path
+// must find the same file with the same owner, group and mode as when it was opened: a
+// `chmod a-w` or a `chown` (which an open read-write descriptor would ignore) makes the path be
+// opened again, and read read-only if it refuses writes. The cursor is only a hint for where
+// whole records end, checked like every other hint (find_log_end). What is gained is the path
+// walk (openat2) and the close of each post.
 //
-// A log removed while a thread keeps it stays allocated until that thread next reads or
-// appends to a log under an exclusive guard (or ends): at most one file per thread.
+// Only on local filesystems does the append keep its descriptor for later grants (the
+// AppendContext says so): elsewhere no read would use it again. A kept descriptor holds its
+// file open: a log removed or replaced while a thread keeps it stays allocated until that thread
+// next reads or appends to a log under an exclusive guard, or ends (at most one file per worker
+// thread), and a filesystem holding kept logs cannot be remounted read-only meanwhile.
 #pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -37,13 +46,25 @@
 
 namespace kagi::store::detail {
 
+// Who may write a file, as a stat shows it. A descriptor opened read-write keeps writing after a
+// chmod or chown, so a kept one is used again only while this is what it was.
+struct FileAccess {
+  mode_t mode = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool operator==(const FileAccess&) const = default;
+};
+
+inline FileAccess access_of(const struct stat& st) { return {st.st_mode, st.st_uid, st.st_gid}; }
+
 struct KeptLog {
   uint64_t store = 0;  // which DataDir (its serial: an address may come back)
   std::string path;
   std::string lock;  // the guard's lock name and epoch: the grant the read was made under
   uint64_t epoch = 0;
-  util::UniqueFd fd;  // opened O_RDWR by the read
-  LogCursor cursor;   // where the read found whole records to end
+  util::UniqueFd fd;    // opened O_RDWR (by the read or the append)
+  LogCursor cursor;     // where the read found whole records to end (names the file, too)
+  FileAccess access{};  // the file's, when the descriptor was opened (it writes regardless)
 };
 
 // Whether a log read under `guard` may be kept: an exclusive grant the lock layer tells apart
@@ -52,6 +73,10 @@ bool keepable(const lock::Guard& guard);
 
 // Leaves `log` in this thread's slot, closing what was kept before.
 void keep_log(KeptLog log);
+
+// Reads through `fd` stop updating its file's access time, where the process owns the file (a
+// hint: nothing changes otherwise). For descriptors that are kept and read many times.
+void add_no_atime(int fd);
 
 // This thread's kept log of (store, path), if it was kept under the grant `guard` holds now:
 // moved out, the slot left empty. A slot kept under another grant is closed and nullopt returned.

@@ -199,16 +199,16 @@ Status append_record(const AppendContext& ctx, const lock::Guard& guard, std::st
     if (Status s = open_log(ctx, path, &log); !s.ok()) return s;
     // Kept for later reads, which need not dirty the inode's access time (a hint: refused
     // for a file this process does not own).
-    ::fcntl(log.fd.get(), F_SETFL, O_NOATIME);
+    if (ctx.keep_open) add_no_atime(log.fd.get());
   }
   std::string key(path);  // LogEnds' key, made once
   Status s = append_to(ctx, guard, key, record, log);
   // What this process knew of the log is in doubt after a failure halfway.
   if (!s.ok()) {
     ctx.ends.forget(path);
-  } else if (log.fd && keepable(guard)) {
+  } else if (ctx.keep_open && log.fd && keepable(guard)) {
     keep_log(KeptLog{ctx.store, std::move(key), guard.name(), guard.epoch(), std::move(log.fd),
-                     log.known});
+                     log.known, access_of(log.st)});
   }
   return s;
 }

@@ -36,6 +36,7 @@ struct AppendContext {
   bool fsync;        // make the record (and a new log's directory entry) durable
   GroupSync& group;  // where a deferred flush goes, and what is known durable
   uint64_t store;    // the DataDir's serial: whose kept logs (kept_log.hpp) are this one's
+  bool keep_open;    // keep the descriptor for later grants (local filesystems: kept_log.hpp)
 };
 
 // Appends `record` to the log `path` (already checked: a safe path, a held guard). Errors name

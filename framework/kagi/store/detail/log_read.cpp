@@ -27,7 +27,7 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
   long r = fs.fstat_birth(fd, &st, &birth_ns);
   if (r == 0) r = read_from(fs, fd, 0, bytes, st.st_size);
   if (r < 0) return Status::failed(sys_error(r), "read_log", path, "read");
-  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, bytes.size()};
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, bytes.size(), st};
 
   std::vector<std::string> records;
   std::vector<Damage> spans;
@@ -63,7 +63,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes);
   if (at < 0) return Status::failed(sys_error(at), "read_log", path, "read");
   const auto start = static_cast<uint64_t>(at);
-  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, start + bytes.size()};
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, start + bytes.size(), st};
 
   LogTail tail;
   std::string_view view = bytes;

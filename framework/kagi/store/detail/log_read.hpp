@@ -20,6 +20,7 @@ namespace kagi::store::detail {
 struct ReadExtent {
   FileId id;
   uint64_t size = 0;
+  struct stat st {};  // the file's status the read went by
 };
 
 // The intact records of the open log `fd`, oldest first, at most the last `last_n`. Errors name
