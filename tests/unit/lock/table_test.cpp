@@ -29,6 +29,18 @@ bool eventually(Pred pred, Clock::duration limit = 10s) {
   return true;
 }
 
+// A thread that acquires `name` in `mode` by `deadline` and releases it at once: the result in
+// `*result`, and when the call returned in `*returned` (if given).
+std::thread acquire_once(LockTable& table, Mode mode, Clock::time_point deadline,
+                         std::error_code* result, Clock::time_point* returned = nullptr) {
+  return std::thread([&table, mode, deadline, result, returned] {
+    LockTable::Grant g;
+    *result = table.acquire("n", mode, deadline, g);
+    if (returned) *returned = Clock::now();
+    if (!*result) table.release(g);
+  });
+}
+
 // Sanitizers keep shadow memory for every byte ever touched: RSS says nothing there. GCC
 // names them with __SANITIZE_*__, clang (the TSan build) with __has_feature.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -199,19 +211,11 @@ TEST(LockTableTest, AWokenHeadThatTimesOutPassesTheNameOn) {
   LockTable::Grant held;
   ASSERT_FALSE(table.acquire("n", Mode::kExclusive, in(1s), held));
   std::error_code first_result, second_result;
-  std::thread first([&] {
-    LockTable::Grant w;
-    first_result = table.acquire("n", Mode::kExclusive, in(300ms), w);
-    if (!first_result) table.release(w);
-  });
+  std::thread first = acquire_once(table, Mode::kExclusive, in(300ms), &first_result);
   ASSERT_TRUE(eventually([&] { return table.waiting("n") == 1; }));
   Clock::time_point second_served;
-  std::thread second([&] {
-    LockTable::Grant w;
-    second_result = table.acquire("n", Mode::kExclusive, in(30s), w);
-    second_served = Clock::now();
-    if (!second_result) table.release(w);
-  });
+  std::thread second =
+      acquire_once(table, Mode::kExclusive, in(30s), &second_result, &second_served);
   ASSERT_TRUE(eventually([&] { return table.waiting("n") == 2; }));
   // Hold the name past the first writer's deadline, releasing and retaking it (overtaking the
   // head each time it is woken, when this thread wins) until the first gives up or gets it.
@@ -245,18 +249,10 @@ TEST(LockTableTest, TimedOutWriterAtTheHeadLetsReadersThrough) {
   bool reader_queued = false;
   for (Clock::duration writer_wait : {200ms, 1000ms, 5000ms}) {
     std::error_code writer_result;
-    std::thread writer([&] {
-      LockTable::Grant w;
-      writer_result = table.acquire("n", Mode::kExclusive, in(writer_wait), w);
-      if (!writer_result) table.release(w);
-    });
+    std::thread writer = acquire_once(table, Mode::kExclusive, in(writer_wait), &writer_result);
     ASSERT_TRUE(eventually([&] { return table.waiting("n") == 1; }));
     std::error_code reader_result;
-    std::thread reader([&] {
-      LockTable::Grant r2;
-      reader_result = table.acquire("n", Mode::kShared, in(30s), r2);
-      if (!reader_result) table.release(r2);
-    });
+    std::thread reader = acquire_once(table, Mode::kShared, in(30s), &reader_result);
     // Two waiting: the reader is queued behind the writer, which has not given up yet.
     reader_queued = eventually([&] { return table.waiting("n") == 2; }, writer_wait);
     const auto queued_at = Clock::now();

@@ -115,14 +115,18 @@ bool may_take(Entry* e, Mode mode) KAGI_REQUIRES(e->shard->mu) {
   return batch_lasts(e);
 }
 
-// May a writer that is running take the free name ahead of the queue? Only ahead of a
-// writer (readers at the head are granted together on release, never left waiting for a
-// free name), and only while that writer has waited less than the table's overtake window.
+// May running writers take the free name ahead of `head`? Only ahead of a writer (readers at
+// the head are granted together on release, never left waiting for a free name), and only
+// while it has waited less than the table's overtake window.
+bool overtakable(const Entry* e, const Waiter* head) {
+  return head->mode == Mode::kExclusive && Clock::now() - head->since < e->shard->overtake_window;
+}
+
+// May a request in `mode`, arriving now, go ahead of the queue (empty, or overtakable)?
 bool may_overtake(Entry* e, Mode mode) KAGI_REQUIRES(e->shard->mu) {
   const Waiter* head = e->waiters.front();
   if (!head) return true;
-  return mode == Mode::kExclusive && head->mode == Mode::kExclusive && !e->exclusive &&
-         e->shared == 0 && Clock::now() - head->since < e->shard->overtake_window;
+  return mode == Mode::kExclusive && !e->exclusive && e->shared == 0 && overtakable(e, head);
 }
 
 void grant_waiters(Entry* e) KAGI_REQUIRES(e->shard->mu) {
@@ -267,7 +271,7 @@ void name_freed(Entry* e) KAGI_REQUIRES(e->shard->mu) {
     }
   }
   if (!next) return;
-  if (next->mode == Mode::kExclusive && Clock::now() - next->since < e->shard->overtake_window) {
+  if (overtakable(e, next)) {
     // Wake the writer to take the name itself, and leave it free meanwhile: a thread that is
     // running may take it first (see may_overtake), instead of every release waiting for a
     // sleeping thread to be scheduled.
