@@ -249,8 +249,8 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
     return s;
   }
   if (keep) {
-    detail::keep_log(detail::KeptLog{serial_, std::string(path), guard.name(), guard.epoch(),
-                                     std::move(fd), cursor, detail::access_of(seen.st)});
+    detail::keep_log(serial_, path, guard,
+                     detail::KeptLog{std::move(fd), cursor, detail::access_of(seen.st)});
   }
   return tail;
 }
@@ -258,7 +258,7 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
 bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
                              detail::FileStatus* now) const {
   if (!local_attributes_ || !detail::keepable(guard)) return false;
-  std::optional<detail::KeptLog> kept = detail::take_kept_log_to_check(serial_, path);
+  std::optional<detail::KeptLog> kept = detail::take_kept_log(serial_, path, nullptr);
   if (!kept) return false;
   const std::string name(path);
   if (fs_.stat_birth_at(walk_.root(), name.c_str(), &now->st, &now->birth_ns) != 0) return false;

@@ -57,13 +57,10 @@ struct FileAccess {
 
 inline FileAccess access_of(const struct stat& st) { return {st.st_mode, st.st_uid, st.st_gid}; }
 
+// A kept log's open file. (Which store, path and grant it was kept for, the slot holds.)
 struct KeptLog {
-  uint64_t store = 0;  // which DataDir (its serial: an address may come back)
-  std::string path;
-  std::string lock;  // the guard's lock name and epoch: the grant the read was made under
-  uint64_t epoch = 0;
   util::UniqueFd fd;    // opened O_RDWR (by the read or the append)
-  LogCursor cursor;     // where the read found whole records to end (names the file, too)
+  LogCursor cursor;     // where whole records were last seen to end (names the file, too)
   FileAccess access{};  // the file's, when the descriptor was opened (it writes regardless)
 };
 
@@ -71,21 +68,20 @@ struct KeptLog {
 // from every other grant of its name (a nonzero epoch). That it is held, the caller checked.
 bool keepable(const lock::Guard& guard);
 
-// Leaves `log` in this thread's slot, closing what was kept before.
-void keep_log(KeptLog log);
+// Leaves `log` of (store, path) in this thread's slot as kept under the grant `guard` holds,
+// closing what was kept before. The slot's strings are reused: no allocation per post.
+void keep_log(uint64_t store, std::string_view path, const lock::Guard& guard, KeptLog log);
 
 // Reads through `fd` stop updating its file's access time, where the process owns the file (a
 // hint: nothing changes otherwise). For descriptors that are kept and read many times.
 void add_no_atime(int fd);
 
-// This thread's kept log of (store, path), if it was kept under the grant `guard` holds now:
-// moved out, the slot left empty. A slot kept under another grant is closed and nullopt returned.
+// This thread's kept log of (store, path), moved out, the slot left empty. With `grant`, only if
+// it was kept under the grant `grant` holds now (one kept under another is closed, nullopt
+// returned). Without, whatever grant it was kept under: the caller must then check that the
+// path still names the file it holds open before using it.
 std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
-                                     const lock::Guard& guard);
-
-// This thread's kept log of (store, path) whatever grant it was kept under, moved out: the
-// caller must check that the path still names the file it holds open before using it.
-std::optional<KeptLog> take_kept_log_to_check(uint64_t store, std::string_view path);
+                                     const lock::Guard* grant);
 
 // Closes this thread's kept log of (store, path), if any (the path is about to name another file).
 void drop_kept_log(uint64_t store, std::string_view path);

@@ -36,7 +36,7 @@ struct OpenLog {
 // if it is still the file the path names (a replaced log is unlinked: the path is opened then).
 bool adopt_kept_log(const AppendContext& ctx, const lock::Guard& guard, std::string_view path,
                     OpenLog* log) {
-  std::optional<KeptLog> kept = take_kept_log(ctx.store, path, guard);
+  std::optional<KeptLog> kept = take_kept_log(ctx.store, path, &guard);
   if (!kept) return false;
   if (ctx.fs.fstat_birth(kept->fd.get(), &log->st, &log->birth_ns) < 0 || log->st.st_nlink == 0) {
     return false;
@@ -201,14 +201,13 @@ Status append_record(const AppendContext& ctx, const lock::Guard& guard, std::st
     // for a file this process does not own).
     if (ctx.keep_open) add_no_atime(log.fd.get());
   }
-  std::string key(path);  // LogEnds' key, made once
+  const std::string key(path);  // LogEnds' key, made once
   Status s = append_to(ctx, guard, key, record, log);
   // What this process knew of the log is in doubt after a failure halfway.
   if (!s.ok()) {
     ctx.ends.forget(path);
   } else if (ctx.keep_open && log.fd && keepable(guard)) {
-    keep_log(KeptLog{ctx.store, std::move(key), guard.name(), guard.epoch(), std::move(log.fd),
-                     log.known, access_of(log.st)});
+    keep_log(ctx.store, path, guard, KeptLog{std::move(log.fd), log.known, access_of(log.st)});
   }
   return s;
 }
