@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration", "frontends"))
@@ -87,7 +88,7 @@ class Bench:
         before = stored() if stored else 0
         warm = wrk(url, self.args.warmup, script, script_env)
         profiler = self.start_profile(name)
-        pids = self.processes.get(int(re.search(r":(\d+)", url[7:]).group(1)), [])
+        pids = self.processes.get(urllib.parse.urlsplit(url).port, [])
         cost = ProcessCost(pids) if pids else None
         rounds = [wrk(url, self.args.seconds, script, script_env) for _ in range(self.args.rounds)]
         if profiler:
@@ -144,14 +145,14 @@ class ProcessCost:
 
 
 PEERS = os.path.join(HERE, "..", "peers")
-C_PIDS = {}  # the C peers' processes by socket
 
 
 def start_c_hello(env, name="hello", args=()):
     """The libfcgi C hello world (tests/bench/peers/hello_fcgi.c), one thread per connection
     nginx may keep open, so kept connections never starve it; on env.path(name + ".sock").
     `args` after the thread count: [FILE] answers that file's bytes instead, ["--append", LOG]
-    appends each request's body to LOG under flock (the floor of a locked write)."""
+    appends each request's body to LOG under flock (the floor of a locked write). Returns the
+    socket's path and the program's pid."""
     binary = env.path("hello_fcgi")
     if not os.path.exists(binary):
         subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "hello_fcgi.c"), "-lfcgi",
@@ -160,8 +161,7 @@ def start_c_hello(env, name="hello", args=()):
     proc = env.start(["spawn-fcgi", "-n", "-s", sock, "-M", "0666", "--", binary,
                       str(CONNECTIONS)] + list(args), name + "_fcgi.out")
     harness.wait_for_unix(sock)
-    C_PIDS[sock] = proc.pid  # -n: spawn-fcgi becomes the program (no fork)
-    return sock
+    return sock, proc.pid  # -n: spawn-fcgi becomes the program (no fork)
 
 
 def c_server(upstream, sock, port):
@@ -576,13 +576,13 @@ def run_all(bench, env):
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
     always_sock, _ = run_kagi(env, "always")
-    c_sock = start_c_hello(env)
+    c_sock, c_pid = start_c_hello(env)
     append_log = env.path("c-append.log")
-    append_sock = start_c_hello(env, "c-append", ["--append", append_log])
+    append_sock, append_pid = start_c_hello(env, "c-append", ["--append", append_log])
     extra_c = c_server("c_append", append_sock, ports["c_append"])
     bench.watch(ports["kagi"], pids)
-    bench.watch(ports["c"], [C_PIDS[c_sock]])
-    bench.watch(ports["c_append"], [C_PIDS[append_sock]])
+    bench.watch(ports["c"], [c_pid])
+    bench.watch(ports["c_append"], [append_pid])
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
     extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
