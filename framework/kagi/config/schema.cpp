@@ -107,11 +107,15 @@ constexpr std::array kKeys{
     KeySpec{"data.dir", kString, "var/data", 0, 0, "", "where apps keep their files"},
     KeySpec{"data.fsync", kString, "always", 0, 0, "always|never",
             "fsync every commit (crash-durable) or leave it to the kernel"},
-    KeySpec{"data.syncfs_min_files", kInt, "0", 0, 1000000, "",
+    KeySpec{"data.syncfs_min_files", kInt, "3", 0, 1000000, "",
             "with data.fsync = always, a group commit round with this many logs or more to flush "
-            "makes one syncfs of data.dir's filesystem (one journal commit) instead of an fsync "
-            "each; it also waits for everything else dirty on that filesystem: for data.dir on a "
-            "filesystem of its own. 0 = always an fsync each"},
+            "makes one syncfs of data.dir's filesystem (one flush for all) instead of an fsync "
+            "each, while data.syncfs_max_dirty_kb allows. 0 = always an fsync each"},
+    KeySpec{"data.syncfs_max_dirty_kb", kInt, "4096", 0, 1000000000, "",
+            "a round uses its syncfs only while the kernel holds at most this many KiB of dirty "
+            "data (/proc/meminfo Dirty + Writeback, all filesystems): a syncfs also writes what "
+            "other programs left dirty on data.dir's filesystem. 0 = no limit (data.dir on a "
+            "filesystem of its own)"},
     KeySpec{"data.adopt_lock_domain", kBool, "false", 0, 0, "",
             "take over a data.dir recorded for another lock domain (a deliberate move, every "
             "other writer stopped); otherwise such a folder is refused at start"},

@@ -82,7 +82,7 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       fs_(fs),
       walk_(fs, std::move(root), dir_mode_, fsync_),
       damage_(dir_),
-      sync_(fs, options.syncfs_min_files) {}
+      sync_(fs, options.syncfs_min_files, options.syncfs_max_dirty_kb * 1024) {}
 
 DataDir::~DataDir() = default;
 

@@ -87,7 +87,10 @@ struct DataOptions {
   bool group_readable = false;   // data.group_readable: new files 0640 / dirs 0750, not 0600 / 0700
   // data.syncfs_min_files: a group commit round with this many logs or more to flush makes one
   // syncfs of data.dir's filesystem instead of an fsync per log; 0 = always an fsync each.
-  size_t syncfs_min_files = 0;
+  size_t syncfs_min_files = 3;
+  // data.syncfs_max_dirty_kb: ... but only while the kernel holds at most this much dirty data
+  // (all filesystems), so that the syncfs waits for little but kagi's own; 0 = no limit.
+  uint64_t syncfs_max_dirty_kb = 4096;
 };
 
 class DataDir final : public DataStore {
@@ -164,8 +167,10 @@ class DataDir final : public DataStore {
   // Damaged spans found in the middle of logs by this DataDir (each counted and logged once;
   // also in store::damage_log()).
   uint64_t damaged_spans() const { return damage_.reported(); }
-  // fsync calls that group commit made for logs (each covered every request waiting for it).
+  // fsync and syncfs calls that group commit made for logs (each covered every request waiting
+  // for it), and rounds that made an fsync per log because too much else was dirty for a syncfs.
   uint64_t group_flushes() const { return sync_.flushes(); }
+  uint64_t group_syncfs_declined() const { return sync_.syncfs_declined(); }
   void drain() override { sync_.drain(); }
 
  private:

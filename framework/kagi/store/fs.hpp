@@ -42,6 +42,10 @@ class FileSystem {
   // SYNC_FILE_RANGE_WRITE), so that fsyncs of several files that follow overlap their writes.
   // Errors are ignored (the fsync that follows reports them). Default: nothing.
   virtual void start_writeback(int fd) { (void)fd; }
+  // Bytes the kernel holds dirty or under writeback, all filesystems together (/proc/meminfo's
+  // Dirty + Writeback): about what a syncfs now would have to write besides one's own files.
+  // -errno where unknown (the default: -ENOSYS).
+  virtual int64_t dirty_bytes() { return -ENOSYS; }
   virtual int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) = 0;
   virtual int unlink_at(int dir_fd, const char* name) = 0;
   virtual int mkdir_at(int dir_fd, const char* name, mode_t mode) = 0;

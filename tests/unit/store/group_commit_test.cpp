@@ -167,6 +167,35 @@ TEST_F(GroupCommitTest, TheLockIsFreeWhileTheAnswerWaitsForItsFlush) {
   EXPECT_TRUE(reader_done.load());
 }
 
+// Once rounds have served several requests each, a round waits a little (as long as a flush has
+// lately taken, at most GroupSync::kMaxBatchWait) for more to join before it flushes: two
+// posts 0.3 ms apart share one fsync. Without the wait the first post's round would already be
+// in its 3 ms flush when the second came, and each would pay for one.
+TEST_F(GroupCommitTest, ARoundWaitsForMoreRequestsWhileSeveralThreadsPost) {
+  SlowSyncFs slow;
+  auto dir = open(slow, "data");
+  auto a = context("a"), b = context("b"), c = context("c");
+  ASSERT_TRUE(post(*dir, *a, "board.log", "created").ok());  // a new log syncs at once
+  // A round of one request (held), then a round of the two that came meanwhile.
+  slow.hold();
+  std::thread first([&] { EXPECT_TRUE(post(*dir, *a, "board.log", "1", true).ok()); });
+  ASSERT_TRUE(slow.wait_for_held_sync());
+  std::thread second([&] { EXPECT_TRUE(post(*dir, *b, "board.log", "2", true).ok()); });
+  std::thread third([&] { EXPECT_TRUE(post(*dir, *c, "board.log", "3", true).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both wait for the next round
+  slow.release();
+  first.join();
+  second.join();
+  third.join();
+  // Now two posts, the second 0.3 ms after the first was submitted.
+  const uint64_t before = dir->group_flushes();
+  std::thread fourth([&] { EXPECT_TRUE(post(*dir, *a, "board.log", "4", true).ok()); });
+  std::this_thread::sleep_for(std::chrono::microseconds(300));
+  EXPECT_TRUE(post(*dir, *b, "board.log", "5", true).ok());
+  fourth.join();
+  EXPECT_EQ(dir->group_flushes() - before, 1u) << "the two posts did not share a round";
+}
+
 TEST_F(GroupCommitTest, AFailedFlushFailsEveryRequestWaitingForIt) {
   // (Blocking and through the flush thread.)
   FaultFs faulty;
@@ -211,14 +240,34 @@ struct Trial {
 };
 
 // A round over many logs of one filesystem makes one syncfs instead of an fsync per log, from
-// data.syncfs_min_files logs on; below that (or with 0) an fsync each.
+// data.syncfs_min_files logs on (below that, or with 0, an fsync each), and only while the
+// kernel holds at most data.syncfs_max_dirty_kb of dirty data (4096 KiB by default) and says so.
 TEST_F(GroupCommitTest, ARoundOverManyLogsMakesOneSyncfs) {
-  for (const size_t min_files : {size_t{0}, size_t{3}, size_t{9}}) {
+  struct Case {
+    size_t min_files;
+    int64_t dirty_bytes;
+    uint64_t flushes;   // of the second round
+    uint64_t declined;  // rounds that made an fsync each for too much dirty data
+  };
+  const Case cases[] = {
+      {0, 0, 8, 0},
+      {3, 0, 1, 0},
+      {9, 0, 8, 0},
+      {3, 4096 << 10, 1, 0},
+      {3, (4096 + 1) << 10, 8, 1},
+      {3, -ENOSYS, 8, 1},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string sub = "m" + std::to_string(n++);
+    const std::string what =
+        "min_files " + std::to_string(c.min_files) + ", dirty " + std::to_string(c.dirty_bytes);
     PowerCutFs power;
-    auto dir = open(power, "m" + std::to_string(min_files), true, min_files);
+    auto dir = open(power, sub, true, c.min_files);
     ASSERT_TRUE(dir);
     auto ctx = context("w");
     for (int round = 0; round < 2; ++round) {  // the first round creates the logs
+      if (round == 1) power.set_dirty_bytes(c.dirty_bytes);
       const uint64_t before = dir->group_flushes();
       DurableScope durable;
       {
@@ -230,15 +279,14 @@ TEST_F(GroupCommitTest, ARoundOverManyLogsMakesOneSyncfs) {
       ctx->end_request();
       ASSERT_TRUE(durable.wait().ok());
       if (round == 1) {
-        EXPECT_EQ(dir->group_flushes() - before, min_files == 3 ? 1u : 8u)
-            << "syncfs_min_files " << min_files;
+        EXPECT_EQ(dir->group_flushes() - before, c.flushes) << what;
+        EXPECT_EQ(dir->group_syncfs_declined(), c.declined) << what;
       }
     }
     // What the round's flush kept holds each log's second record.
     for (int l = 0; l < 8; ++l) {
       struct stat st {};
-      const fs::path log =
-          root_ / ("m" + std::to_string(min_files)) / ("log" + std::to_string(l) + ".log");
+      const fs::path log = root_ / sub / ("log" + std::to_string(l) + ".log");
       ASSERT_EQ(::stat(log.c_str(), &st), 0);
       const std::optional<std::string> kept = power.durable(st);
       ASSERT_TRUE(kept.has_value());

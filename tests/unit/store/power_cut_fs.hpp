@@ -47,6 +47,16 @@ class PowerCutFs final : public FileSystem {
     std::lock_guard lock(mu_);
     return fsyncs_;
   }
+  // What dirty_bytes() answers: as if the kernel held that much dirty data (-errno: does not
+  // say). 0 until set: nothing dirty but what the tests write.
+  void set_dirty_bytes(int64_t bytes) {
+    std::lock_guard lock(mu_);
+    dirty_bytes_ = bytes;
+  }
+  int64_t dirty_bytes() override {
+    std::lock_guard lock(mu_);
+    return dirty_bytes_;
+  }
 
   int open_at(int dir_fd, const char* name, int flags, mode_t mode) override {
     if (down()) return -EIO;
@@ -182,6 +192,7 @@ class PowerCutFs final : public FileSystem {
   bool dead_ = false;
   uint64_t fsyncs_ = 0;
   uint64_t copies_ = 0;
+  int64_t dirty_bytes_ = 0;
   // Per file: the bytes the latest-started completed fsync kept, and that copy's number.
   std::map<std::pair<dev_t, ino_t>, std::pair<std::string, uint64_t>> synced_;
   std::set<std::string> opened_;  // paths of the files open_at opened

@@ -5,8 +5,10 @@
 // record to be durable (submit(); DurableScope::wait() is the blocking form). One flush thread per
 // GroupSync (started on first use) takes everything asked for since its last round, makes one fsync
 // per file (covering every record written to the file before the call) — or, for many files of one
-// filesystem, one syncfs for them all — and then answers every request of the round. Requests
-// arriving during a round wait for the next one.
+// filesystem, one syncfs for them all, while the kernel has little else to write — and then answers
+// every request of the round. While requests come from several threads, a round first waits for
+// more to join, as long as a flush has lately taken (at most kMaxBatchWait), as ext4's journal
+// does with its commits. Requests arriving during a round wait for the next one.
 //
 // The GroupSync also remembers how far this process knows each file durable, so a reader can
 // tell cheaply whether what it read could still be lost (durable()). Files are told apart by
@@ -15,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,10 +55,21 @@ struct SyncNeed {
 
 class GroupSync {
  public:
+  // A round waits at most this long for more requests to join it, and not at all once this
+  // many are waiting.
+  static constexpr std::chrono::microseconds kMaxBatchWait{1000};
+  static constexpr size_t kBatchFull = 64;
+
   // A round with `syncfs_min_files` files or more on one filesystem flushes them with one
-  // syncfs (one journal commit for all) instead of an fsync each; 0: always an fsync each.
-  explicit GroupSync(FileSystem& fs, size_t syncfs_min_files = 0)
-      : fs_(fs), syncfs_min_files_(syncfs_min_files) {}
+  // syncfs instead of an fsync each (0: always an fsync each), as long as the kernel holds at
+  // most `syncfs_max_dirty_bytes` of dirty data (FileSystem::dirty_bytes(); 0: no limit): a
+  // syncfs writes out everything dirty on the filesystem, and must not wait for a large write of
+  // some other program's.
+  explicit GroupSync(FileSystem& fs, size_t syncfs_min_files = 0,
+                     uint64_t syncfs_max_dirty_bytes = 0)
+      : fs_(fs),
+        syncfs_min_files_(syncfs_min_files),
+        syncfs_max_dirty_bytes_(syncfs_max_dirty_bytes) {}
   ~GroupSync();  // drains what was submitted, then stops the flush thread
   GroupSync(const GroupSync&) = delete;
   GroupSync& operator=(const GroupSync&) = delete;
@@ -75,6 +89,9 @@ class GroupSync {
 
   // fsync and syncfs calls made so far (what the group saved shows against the requests).
   uint64_t flushes() const KAGI_EXCLUDES(mu_);
+  // Rounds that could have used a syncfs but made an fsync each, the kernel holding more dirty
+  // data than syncfs_max_dirty_bytes (or not saying how much).
+  uint64_t syncfs_declined() const KAGI_EXCLUDES(mu_);
 
  private:
   struct Submitted {
@@ -87,16 +104,25 @@ class GroupSync {
   // caller's when it is the flush thread or the GroupSync is stopping).
   void flush_round(std::vector<Submitted>& round) KAGI_EXCLUDES(mu_);
   void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
+  // Whether a syncfs now would write little besides this round's files.
+  bool little_else_dirty();
 
   FileSystem& fs_;
   const size_t syncfs_min_files_;
+  const uint64_t syncfs_max_dirty_bytes_;
   mutable util::Mutex mu_;
   uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
+  uint64_t syncfs_declined_ KAGI_GUARDED_BY(mu_) = 0;
   // The flush thread's queue.
   util::CondVar work_;
   util::CondVar idle_;
   std::vector<Submitted> submitted_ KAGI_GUARDED_BY(mu_);
   bool flushing_round_ KAGI_GUARDED_BY(mu_) = false;
+  // For batching: how many requests the last round answered, and how long a round's flush has
+  // lately taken (a moving average, ns; 0: none yet).
+  size_t last_round_requests_ KAGI_GUARDED_BY(mu_) = 0;
+  int64_t flush_ns_ KAGI_GUARDED_BY(mu_) = 0;
+  bool batching_ KAGI_GUARDED_BY(mu_) = false;  // the flush thread waits for more to join
   bool stop_ KAGI_GUARDED_BY(mu_) = false;
   std::thread flusher_ KAGI_GUARDED_BY(mu_);
   std::thread::id flusher_id_ KAGI_GUARDED_BY(mu_);
