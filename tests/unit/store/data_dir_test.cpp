@@ -21,6 +21,7 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/store/detail/kept_log.hpp>
 #include <kagi/store/fault_fs.hpp>
 
 #include "forwarding_fs.hpp"
@@ -527,6 +528,36 @@ TEST_F(DataDirTest, AWriterKeepsItsLogOpenWhileThePathNamesIt) {
     EXPECT_EQ(opens_of([&] { post("eleventh"); }), 1);
     EXPECT_EQ(opens_of([&] { post("twelfth"); }), 0) << "kept again, as the file is now";
   }
+}
+
+// A thread posting to several boards keeps each board's log (up to detail::kKeptPerThread): posts
+// to eight boards in turn open each log once. A ninth board takes the slot of the log kept
+// longest ago, which its next post then opens again.
+TEST_F(DataDirTest, AWriterKeepsTheLogsOfSeveralBoards) {
+  open_dir(false, &counting_);
+  constexpr int kBoards = static_cast<int>(detail::kKeptPerThread);
+  std::vector<LogCursor> cursors(kBoards + 1);
+  const auto post = [&](int board) {
+    const std::string log = "b" + std::to_string(board) + ".log";
+    auto w = ctx_->exclusive("board" + std::to_string(board));
+    ASSERT_TRUE(dir_->read_log_since(w, log, cursors[board]).ok());
+    ASSERT_TRUE(dir_->append(w, log, "post").ok());
+  };
+  for (int board = 0; board < kBoards; ++board) post(board);  // makes the logs
+  EXPECT_EQ(detail::kept_logs(), detail::kKeptPerThread);
+  const int before = counting_.opens;
+  for (int round = 0; round < 3; ++round) {
+    for (int board = 0; board < kBoards; ++board) post(board);
+  }
+  EXPECT_EQ(counting_.opens - before, 0) << "each board's log was kept";
+  post(kBoards);  // a ninth board: board 0's log, kept longest ago, is closed for it
+  EXPECT_EQ(detail::kept_logs(), detail::kKeptPerThread);
+  int opened = counting_.opens;
+  post(1);
+  EXPECT_EQ(counting_.opens - opened, 0) << "board 1's log is still kept";
+  opened = counting_.opens;
+  post(0);
+  EXPECT_EQ(counting_.opens - opened, 1) << "board 0's log had to be opened again";
 }
 
 // A log made read-only by hand can still be read under an exclusive guard (the read opens it

@@ -5,9 +5,10 @@
 // leaves the descriptor here with the cursor it verified; an append under the *same grant* (the
 // same lock name and epoch: the lock was held without a break since the read, so no
 // cooperating writer touched the log) takes it back instead of opening the path again, and
-// leaves it here again after writing. One slot per thread: a request reads and appends on one
-// thread, and whatever else happens (another log read, an append elsewhere) just replaces the
-// slot or leaves it unused.
+// leaves it here again after writing. kKeptPerThread slots per thread, one per log, the least
+// recently kept replaced first: a request reads and appends on one thread, and a thread serving
+// posts to several boards keeps each board's log (with one slot, every post to another board
+// than the thread's last opened and closed its log).
 //
 // Under a later grant the descriptor is used again only by a read, and only after one statx of
 // the path (without following a symlink) finds the very file it holds open (DataDir, on local
@@ -28,13 +29,15 @@
 // Only on local filesystems does the append keep its descriptor for later grants (the
 // AppendContext says so): elsewhere no read would use it again. A kept descriptor holds its
 // file open: a log removed or replaced while a thread keeps it stays allocated until that thread
-// next reads or appends to a log under an exclusive guard, or ends (at most one file per worker
-// thread), and a filesystem holding kept logs cannot be remounted read-only meanwhile.
+// next reads or appends to that path under an exclusive guard, keeps kKeptPerThread other logs
+// after it, or ends (at most kKeptPerThread files per worker thread), and a filesystem holding
+// kept logs cannot be remounted read-only meanwhile.
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,12 +67,16 @@ struct KeptLog {
   FileAccess access{};  // the file's, when the descriptor was opened (it writes regardless)
 };
 
+// Logs one thread keeps open at most.
+inline constexpr size_t kKeptPerThread = 8;
+
 // Whether a log read under `guard` may be kept: an exclusive grant the lock layer tells apart
 // from every other grant of its name (a nonzero epoch). That it is held, the caller checked.
 bool keepable(const lock::Guard& guard);
 
-// Leaves `log` of (store, path) in this thread's slot as kept under the grant `guard` holds,
-// closing what was kept before. The slot's strings are reused: no allocation per post.
+// Leaves `log` of (store, path) in this thread's slot for that log as kept under the grant `guard`
+// holds: the slot it had, else a free one, else the least recently kept (closing what it held).
+// The slot's strings are reused: no allocation per post to a log kept before.
 void keep_log(uint64_t store, std::string_view path, const lock::Guard& guard, KeptLog log);
 
 // Reads through `fd` stop updating its file's access time, where the process owns the file (a
@@ -85,5 +92,8 @@ std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
 
 // Closes this thread's kept log of (store, path), if any (the path is about to name another file).
 void drop_kept_log(uint64_t store, std::string_view path);
+
+// How many logs this thread keeps open now (for tests).
+size_t kept_logs();
 
 }  // namespace kagi::store::detail
