@@ -575,7 +575,7 @@ def run_all(bench, env):
                                                "c_poll", "c_append")}
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
-    always_sock, _ = run_kagi(env, "always")
+    always_sock, always_pids = run_kagi(env, "always")
     c_sock, c_pid = start_c_hello(env)
     append_log = env.path("c-append.log")
     append_sock, append_pid = start_c_hello(env, "c-append", ["--append", append_log])
@@ -583,6 +583,7 @@ def run_all(bench, env):
     bench.watch(ports["kagi"], pids)
     bench.watch(ports["c"], [c_pid])
     bench.watch(ports["c_append"], [append_pid])
+    bench.watch(ports["always"], always_pids)
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
     extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
@@ -780,7 +781,8 @@ def write_report(path, bench, results, command):
             "Over each row's timed rounds, the server processes' own CPU time (user + system, "
             "the kernel's work on their behalf included; nginx and wrk not) and their context "
             "switches, from /proc, divided by the requests served. On two cores shared with "
-            "nginx and wrk, this is what a row's rate is made of.",
+            "nginx and wrk, this is what a row's rate is made of. The data.fsync=always rows "
+            "include their flushes (the syscalls, not the writes the kernel's own threads make).",
             "",
             "| row | CPU µs per request | context switches per request |",
             "|---|---:|---:|",
