@@ -46,6 +46,16 @@ bool on_local_filesystem(int fd) {
   }
 }
 
+// The group commit settings of `options`. syncfs only on a local filesystem: elsewhere (FUSE
+// before Linux 5.15, network filesystems) it may not reach the server.
+detail::GroupSyncOptions group_sync_options(const DataOptions& options, bool local) {
+  constexpr uint64_t kMaxKb = UINT64_MAX / 1024;  // a larger limit is no limit
+  return {.syncfs_min_files = local ? options.syncfs_min_files : 0,
+          .syncfs_max_dirty_bytes =
+              options.syncfs_max_dirty_kb > kMaxKb ? 0 : options.syncfs_max_dirty_kb * 1024,
+          .max_batch_wait = options.group_max_batch_wait};
+}
+
 }  // namespace
 
 std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, std::error_code& ec) {
@@ -67,13 +77,15 @@ std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, FileSystem& f
     ec = sys_error(fd);
     return nullptr;
   }
-  std::unique_ptr<DataDir> dir(new DataDir(options.dir, util::UniqueFd(fd), options, fs));
+  const bool local = on_local_filesystem(fd);
+  std::unique_ptr<DataDir> dir(new DataDir(options.dir, util::UniqueFd(fd), options, fs, local));
   dir->cleaned_ = detail::remove_dead_temp_files(dir->walk_.root(), options.dir + "/");
-  dir->local_attributes_ = on_local_filesystem(fd);
+  dir->local_attributes_ = local;
   return dir;
 }
 
-DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs)
+DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs,
+                 bool root_is_local)
     : serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)),
       dir_(std::move(dir)),
       fsync_(options.fsync),
@@ -82,7 +94,7 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       fs_(fs),
       walk_(fs, std::move(root), dir_mode_, fsync_),
       damage_(dir_),
-      sync_(fs, options.syncfs_min_files, options.syncfs_max_dirty_kb * 1024) {}
+      sync_(fs, group_sync_options(options, root_is_local)) {}
 
 DataDir::~DataDir() = default;
 

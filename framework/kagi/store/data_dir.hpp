@@ -57,6 +57,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -91,6 +92,8 @@ struct DataOptions {
   // data.syncfs_max_dirty_kb: ... but only while the kernel holds at most this much dirty data
   // (all filesystems), so that the syncfs waits for little but kagi's own; 0 = no limit.
   uint64_t syncfs_max_dirty_kb = 4096;
+  // How long a group commit round waits at most for more requests to join it (tests lengthen it).
+  std::chrono::microseconds group_max_batch_wait{1000};
 };
 
 class DataDir final : public DataStore {
@@ -174,7 +177,8 @@ class DataDir final : public DataStore {
   void drain() override { sync_.drain(); }
 
  private:
-  DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs);
+  DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs,
+          bool root_is_local);
 
   // What every call checks first: refuses an unsafe path and a guard that no longer holds its
   // lock; remembers (or compares) the lock protecting `path`.

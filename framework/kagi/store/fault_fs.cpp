@@ -92,6 +92,8 @@ int FaultFs::syncfs(int fd) {
   return real_fs().syncfs(fd);
 }
 
+int FaultFs::wait_writeback(int fd) { return real_fs().wait_writeback(fd); }
+
 int FaultFs::rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) {
   if (int e = tick(Op::kRename)) return -e;
   return real_fs().rename_at(old_dir, old_name, new_dir, new_name);

@@ -48,6 +48,7 @@ class FaultFs final : public FileSystem {
   ssize_t pread(int fd, void* buf, size_t size, off_t offset) override KAGI_EXCLUDES(mu_);
   int fsync(int fd) override;
   int syncfs(int fd) override;  // a kFsync fault point too
+  int wait_writeback(int fd) override;
   int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override;
   int unlink_at(int dir_fd, const char* name) override;
   int mkdir_at(int dir_fd, const char* name, mode_t mode) override;

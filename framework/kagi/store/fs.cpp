@@ -70,6 +70,9 @@ class RealFs final : public FileSystem {
   int fsync(int fd) override { return ret(::fsync(fd)); }
   int syncfs(int fd) override { return ret(::syncfs(fd)); }
   void start_writeback(int fd) override { ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); }
+  int wait_writeback(int fd) override {
+    return ret(::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_AFTER));
+  }
   int64_t dirty_bytes() override { return detail::read_meminfo_dirty(); }
   int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override {
     return ret(::renameat(old_dir, old_name, new_dir, new_name));

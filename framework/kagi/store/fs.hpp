@@ -42,8 +42,16 @@ class FileSystem {
   // SYNC_FILE_RANGE_WRITE), so that fsyncs of several files that follow overlap their writes.
   // Errors are ignored (the fsync that follows reports them). Default: nothing.
   virtual void start_writeback(int fd) { (void)fd; }
+  // After a syncfs: waits for the file's writeback in flight, and returns a write error of the
+  // file not yet reported through this open file (sync_file_range SYNC_FILE_RANGE_WAIT_AFTER),
+  // else 0. A syncfs reports a filesystem's error once, through whichever file it was called
+  // on; this asks each file for its own. Default: 0.
+  virtual int wait_writeback(int fd) {
+    (void)fd;
+    return 0;
+  }
   // Bytes the kernel holds dirty or under writeback, all filesystems together (/proc/meminfo's
-  // Dirty + Writeback): about what a syncfs now would have to write besides one's own files.
+  // Dirty + Writeback): about what a syncfs now would have to write, one's own files included.
   // -errno where unknown (the default: -ENOSYS).
   virtual int64_t dirty_bytes() { return -ENOSYS; }
   virtual int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) = 0;

@@ -24,6 +24,7 @@ class ForwardingFs : public FileSystem {
   int fsync(int fd) override { return real_fs().fsync(fd); }
   int syncfs(int fd) override { return real_fs().syncfs(fd); }
   void start_writeback(int fd) override { real_fs().start_writeback(fd); }
+  int wait_writeback(int fd) override { return real_fs().wait_writeback(fd); }
   int64_t dirty_bytes() override { return real_fs().dirty_bytes(); }
   int rename_at(int a, const char* b, int c, const char* d) override {
     return real_fs().rename_at(a, b, c, d);

@@ -114,6 +114,10 @@ class PowerCutFs final : public FileSystem {
     for (int copy_fd : own) ::close(copy_fd);
     return r;
   }
+  int wait_writeback(int fd) override {
+    if (down()) return -EIO;
+    return real_fs().wait_writeback(fd);
+  }
   int rename_at(int old_dir, const char* old_name, int new_dir, const char* new_name) override {
     if (down()) return -EIO;
     return real_fs().rename_at(old_dir, old_name, new_dir, new_name);

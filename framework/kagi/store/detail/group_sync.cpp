@@ -55,9 +55,9 @@ uint64_t GroupSync::syncfs_declined() const {
 }
 
 bool GroupSync::little_else_dirty() {
-  if (syncfs_max_dirty_bytes_ == 0) return true;
+  if (options_.syncfs_max_dirty_bytes == 0) return true;
   const int64_t dirty = fs_.dirty_bytes();
-  return dirty >= 0 && static_cast<uint64_t>(dirty) <= syncfs_max_dirty_bytes_;
+  return dirty >= 0 && static_cast<uint64_t>(dirty) <= options_.syncfs_max_dirty_bytes;
 }
 
 GroupSync::~GroupSync() {
@@ -95,7 +95,7 @@ void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> 
     }
   }
   if (here.empty()) return done(Status{});
-  flush_round(here);
+  (void)flush_round(here);
 }
 
 void GroupSync::drain() {
@@ -112,11 +112,11 @@ void GroupSync::flush_loop() {
       if (submitted_.empty()) return;  // stopping, and nothing is left
       // Batching, as ext4's journal does for its commits: while requests come from several
       // threads, wait for more of them to join, as long as a flush has lately taken (at most
-      // kMaxBatchWait). A flush costs about the same for one request as for twenty.
+      // options_.max_batch_wait). A flush costs about the same for one request as for twenty.
       if (last_round_requests_ > 1 && flush_ns_ > 0) {
-        const auto deadline =
-            std::chrono::steady_clock::now() +
-            std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(flush_ns_), kMaxBatchWait);
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::min<std::chrono::nanoseconds>(
+                                  std::chrono::nanoseconds(flush_ns_), options_.max_batch_wait);
         batching_ = true;  // submit() wakes this thread only when the round is full
         while (!stop_ && submitted_.size() < kBatchFull &&
                work_.wait_until(mu_, deadline) != std::cv_status::timeout) {
@@ -127,11 +127,7 @@ void GroupSync::flush_loop() {
       last_round_requests_ = round.size();
       flushing_round_ = true;
     }
-    const auto started = std::chrono::steady_clock::now();
-    flush_round(round);
-    const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now() - started)
-                             .count();
+    const int64_t took = flush_round(round);
     {
       util::MutexLock lock(mu_);
       flushing_round_ = false;
@@ -141,7 +137,7 @@ void GroupSync::flush_loop() {
   }
 }
 
-void GroupSync::flush_round(std::vector<Submitted>& round) {
+int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
   struct File {
     int fd = -1;  // owned by one of the needs
     uint64_t end = 0;
@@ -160,27 +156,34 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
       f.end = std::max(f.end, need.end);
     }
   }
+  const auto started = std::chrono::steady_clock::now();
   uint64_t calls = 0;
   bool declined = false;
   std::vector<File*> each;  // flushed by an fsync of their own
-  if (syncfs_min_files_ == 0 || files.size() < syncfs_min_files_) {
+  if (options_.syncfs_min_files == 0 || files.size() < options_.syncfs_min_files) {
     for (auto& [id, f] : files) each.push_back(&f);
   } else {
     std::unordered_map<dev_t, std::vector<File*>> by_filesystem;
     for (auto& [id, f] : files) by_filesystem[id.dev].push_back(&f);
     std::optional<bool> may_syncfs;  // asked once per round, and only if a group qualifies
     for (auto& [dev, group] : by_filesystem) {
-      if (group.size() >= syncfs_min_files_ && !may_syncfs) may_syncfs = little_else_dirty();
-      if (group.size() < syncfs_min_files_ || !*may_syncfs) {
-        declined = declined || group.size() >= syncfs_min_files_;
+      if (group.size() >= options_.syncfs_min_files && !may_syncfs)
+        may_syncfs = little_else_dirty();
+      if (group.size() < options_.syncfs_min_files || !*may_syncfs) {
+        declined = declined || group.size() >= options_.syncfs_min_files;
         each.insert(each.end(), group.begin(), group.end());
         continue;
       }
       // Each fsync waits for the device on its own (on ext4, one journal commit each); one
       // syncfs waits once for all of them (BM_GroupRound8 in BENCHMARKS.md).
+      // A syncfs reports a write error of the filesystem once, through whichever file it is
+      // called on: each file's own error is then asked through its own descriptor, which
+      // reports it once per open file as an fsync would (and where a kernel's syncfs reports
+      // none at all).
       const int r = fs_.syncfs(group.front()->fd);
       for (File* f : group) {
-        f->error = r < 0 ? -r : 0;
+        const int own = r < 0 ? r : fs_.wait_writeback(f->fd);
+        f->error = own < 0 ? -own : 0;
         f->call = "syncfs";
       }
       ++calls;
@@ -196,6 +199,9 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
     f->error = r < 0 ? -r : 0;
     ++calls;
   }
+  const int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - started)
+                           .count();
   {
     util::MutexLock lock(mu_);
     flushes_ += calls;
@@ -214,6 +220,7 @@ void GroupSync::flush_round(std::vector<Submitted>& round) {
     }
     s.done(first);
   }
+  return took;
 }
 
 }  // namespace kagi::store::detail

@@ -6,8 +6,8 @@
 // GroupSync (started on first use) takes everything asked for since its last round, makes one fsync
 // per file (covering every record written to the file before the call) — or, for many files of one
 // filesystem, one syncfs for them all, while the kernel has little else to write — and then answers
-// every request of the round. While requests come from several threads, a round first waits for
-// more to join, as long as a flush has lately taken (at most kMaxBatchWait), as ext4's journal
+// every request of the round. Once rounds answer several requests each, a round first waits for
+// more to join, as long as a flush has lately taken (at most max_batch_wait), as ext4's journal
 // does with its commits. Requests arriving during a round wait for the next one.
 //
 // The GroupSync also remembers how far this process knows each file durable, so a reader can
@@ -46,6 +46,18 @@ struct FileIdHash {
 };
 
 // One file that must be durable up to `end`, with a descriptor to flush it through.
+struct GroupSyncOptions {
+  // A round with this many files or more on one filesystem flushes them with one syncfs instead
+  // of an fsync each (0: always an fsync each)...
+  size_t syncfs_min_files = 0;
+  // ... as long as the kernel holds at most this much dirty data (FileSystem::dirty_bytes();
+  // 0: no limit): a syncfs writes out everything dirty on the filesystem, and must not wait for
+  // a large write of some other program's.
+  uint64_t syncfs_max_dirty_bytes = 0;
+  // A round waits at most this long for more requests to join it.
+  std::chrono::microseconds max_batch_wait{1000};
+};
+
 struct SyncNeed {
   FileId id;
   uint64_t end = 0;
@@ -55,21 +67,10 @@ struct SyncNeed {
 
 class GroupSync {
  public:
-  // A round waits at most this long for more requests to join it, and not at all once this
-  // many are waiting.
-  static constexpr std::chrono::microseconds kMaxBatchWait{1000};
+  // A round stops waiting for company once this many requests are waiting.
   static constexpr size_t kBatchFull = 64;
 
-  // A round with `syncfs_min_files` files or more on one filesystem flushes them with one
-  // syncfs instead of an fsync each (0: always an fsync each), as long as the kernel holds at
-  // most `syncfs_max_dirty_bytes` of dirty data (FileSystem::dirty_bytes(); 0: no limit): a
-  // syncfs writes out everything dirty on the filesystem, and must not wait for a large write of
-  // some other program's.
-  explicit GroupSync(FileSystem& fs, size_t syncfs_min_files = 0,
-                     uint64_t syncfs_max_dirty_bytes = 0)
-      : fs_(fs),
-        syncfs_min_files_(syncfs_min_files),
-        syncfs_max_dirty_bytes_(syncfs_max_dirty_bytes) {}
+  explicit GroupSync(FileSystem& fs, GroupSyncOptions options = {}) : fs_(fs), options_(options) {}
   ~GroupSync();  // drains what was submitted, then stops the flush thread
   GroupSync(const GroupSync&) = delete;
   GroupSync& operator=(const GroupSync&) = delete;
@@ -100,16 +101,16 @@ class GroupSync {
   };
 
   void flush_loop() KAGI_EXCLUDES(mu_);
-  // One round: one fsync per file of `round`, then every `done` (on the flush thread; on the
-  // caller's when it is the flush thread or the GroupSync is stopping).
-  void flush_round(std::vector<Submitted>& round) KAGI_EXCLUDES(mu_);
+  // One round: one fsync per file of `round` (or one syncfs per filesystem), then every `done`
+  // (on the flush thread; on the caller's when it is the flush thread or the GroupSync is
+  // stopping). Returns how long the flush calls took, in ns (the answers not included).
+  int64_t flush_round(std::vector<Submitted>& round) KAGI_EXCLUDES(mu_);
   void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
   // Whether a syncfs now would write little besides this round's files.
-  bool little_else_dirty();
+  bool little_else_dirty() KAGI_EXCLUDES(mu_);
 
   FileSystem& fs_;
-  const size_t syncfs_min_files_;
-  const uint64_t syncfs_max_dirty_bytes_;
+  const GroupSyncOptions options_;
   mutable util::Mutex mu_;
   uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
   uint64_t syncfs_declined_ KAGI_GUARDED_BY(mu_) = 0;
