@@ -77,10 +77,9 @@ std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, FileSystem& f
     ec = sys_error(fd);
     return nullptr;
   }
-  const bool local = on_local_filesystem(fd);
-  std::unique_ptr<DataDir> dir(new DataDir(options.dir, util::UniqueFd(fd), options, fs, local));
+  std::unique_ptr<DataDir> dir(
+      new DataDir(options.dir, util::UniqueFd(fd), options, fs, on_local_filesystem(fd)));
   dir->cleaned_ = detail::remove_dead_temp_files(dir->walk_.root(), options.dir + "/");
-  dir->local_attributes_ = local;
   return dir;
 }
 
@@ -93,6 +92,7 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       dir_mode_(options.group_readable ? 0750 : 0700),
       fs_(fs),
       walk_(fs, std::move(root), dir_mode_, fsync_),
+      local_attributes_(root_is_local),
       damage_(dir_),
       sync_(fs, group_sync_options(options, root_is_local)) {}
 

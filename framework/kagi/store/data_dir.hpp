@@ -209,8 +209,8 @@ class DataDir final : public DataStore {
   size_t cleaned_ = 0;               // set once by open(), then read-only
   // data.dir is on a local filesystem (ext4, xfs, btrfs, tmpfs), whose attributes found by a
   // path are current: read_log_since may then know an unchanged log without opening it. Not
-  // on NFS and the like, where only an open revalidates what a path names. Set once by open().
-  bool local_attributes_ = false;
+  // on NFS and the like, where only an open revalidates what a path names.
+  const bool local_attributes_;
 
   // Diagnostics and hints, updated by const readers too; each is thread-safe on its own.
   mutable detail::LockBindings bindings_;

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -165,21 +164,24 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
   } else {
     std::unordered_map<dev_t, std::vector<File*>> by_filesystem;
     for (auto& [id, f] : files) by_filesystem[id.dev].push_back(&f);
-    std::optional<bool> may_syncfs;  // asked once per round, and only if a group qualifies
+    const auto qualifies = [&](const std::vector<File*>& group) {
+      return group.size() >= options_.syncfs_min_files;
+    };
+    // The kernel's dirty data is asked once per round, and only if a filesystem qualifies.
+    const bool any = std::any_of(by_filesystem.begin(), by_filesystem.end(),
+                                 [&](const auto& entry) { return qualifies(entry.second); });
+    const bool may_syncfs = any && little_else_dirty();
+    declined = any && !may_syncfs;
     for (auto& [dev, group] : by_filesystem) {
-      if (group.size() >= options_.syncfs_min_files && !may_syncfs)
-        may_syncfs = little_else_dirty();
-      if (group.size() < options_.syncfs_min_files || !*may_syncfs) {
-        declined = declined || group.size() >= options_.syncfs_min_files;
+      if (!may_syncfs || !qualifies(group)) {
         each.insert(each.end(), group.begin(), group.end());
         continue;
       }
       // Each fsync waits for the device on its own (on ext4, one journal commit each); one
-      // syncfs waits once for all of them (BM_GroupRound8 in BENCHMARKS.md).
-      // A syncfs reports a write error of the filesystem once, through whichever file it is
-      // called on: each file's own error is then asked through its own descriptor, which
-      // reports it once per open file as an fsync would (and where a kernel's syncfs reports
-      // none at all).
+      // syncfs waits once for all of them (BM_GroupRound8 in BENCHMARKS.md). A syncfs reports a
+      // write error of the filesystem once, through whichever file it is called on (and before
+      // Linux 5.8 not at all): each file is then asked for its own error through its own
+      // descriptor, which reports it once per open file, as an fsync would.
       const int r = fs_.syncfs(group.front()->fd);
       for (File* f : group) {
         const int own = r < 0 ? r : fs_.wait_writeback(f->fd);

@@ -45,7 +45,6 @@ struct FileIdHash {
   size_t operator()(const FileId& id) const noexcept;
 };
 
-// One file that must be durable up to `end`, with a descriptor to flush it through.
 struct GroupSyncOptions {
   // A round with this many files or more on one filesystem flushes them with one syncfs instead
   // of an fsync each (0: always an fsync each)...
@@ -58,6 +57,7 @@ struct GroupSyncOptions {
   std::chrono::microseconds max_batch_wait{1000};
 };
 
+// One file that must be durable up to `end`, with a descriptor to flush it through.
 struct SyncNeed {
   FileId id;
   uint64_t end = 0;
