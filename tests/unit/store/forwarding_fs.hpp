@@ -3,10 +3,21 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
 
 #include <kagi/store/fs.hpp>
 
 namespace kagi::store::testing {
+
+// The path the open descriptor `fd` names (its /proc/self/fd link), or "" if unknown.
+inline std::string path_of_fd(int fd) {
+  char target[4096];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
 
 class ForwardingFs : public FileSystem {
  public:

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <kagi/store/fs.hpp>
+#include "forwarding_fs.hpp"
 
 namespace kagi::store::testing {
 
@@ -63,11 +64,9 @@ class PowerCutFs final : public FileSystem {
     const int fd = real_fs().open_at(dir_fd, name, flags, mode);
     if (fd >= 0) {
       // By path: a syncfs must not touch descriptors other threads may be closing.
-      char path[4096];
-      const std::string link = "/proc/self/fd/" + std::to_string(fd);
-      const ssize_t n = ::readlink(link.c_str(), path, sizeof path);
+      std::string path = path_of_fd(fd);
       std::lock_guard lock(mu_);
-      if (n > 0) opened_.emplace(path, static_cast<size_t>(n));
+      if (!path.empty()) opened_.insert(std::move(path));
     }
     return fd;
   }

@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 
 #include "forwarding_fs.hpp"
@@ -71,10 +70,7 @@ class SlowSyncFs final : public ForwardingFs {
       suffix = suffix_;
     }
     if (suffix.empty()) return true;
-    char target[4096];
-    const std::string link = "/proc/self/fd/" + std::to_string(fd);
-    const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
-    return n >= 0 && std::string_view(target, static_cast<size_t>(n)).ends_with(suffix);
+    return path_of_fd(fd).ends_with(suffix);
   }
 
   std::mutex mu_;
