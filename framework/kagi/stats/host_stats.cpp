@@ -30,13 +30,21 @@ int64_t unix_ms_now() {
       .count();
 }
 
+constexpr size_t kMaxTextField = 512;
+
 // Tabs and line breaks would split a record: route paths are percent-decoded and may hold them.
 std::string clean(std::string_view s) {
-  std::string out(s.substr(0, 512));
+  std::string out(s.substr(0, kMaxTextField));
   for (char& c : out) {
     if (c == '\t' || c == '\n' || c == '\r') c = ' ';
   }
   return out;
+}
+
+// What clean() can have written. The reader refuses the rest: such a file was not written by a
+// worker, and a name read as it stood would sort and merge differently once written again.
+bool is_clean(std::string_view s) {
+  return s.size() <= kMaxTextField && s.find('\r') == std::string_view::npos;
 }
 
 std::vector<std::string_view> split_tabs(std::string_view line) {
@@ -125,6 +133,7 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
     text.remove_prefix(nl + 1);
     if (line == "end") return text.empty();
     std::vector<std::string_view> f = split_tabs(line);
+    if (!std::all_of(f.begin(), f.end(), is_clean)) return false;
     constexpr size_t kPrefixFields = 7 + 2 * (2 + lock::kHistogramBuckets);
     if (f[0] == "p" && (f.size() == kPrefixFields || f.size() == kPrefixFields + 1)) {
       lock::PrefixStatsSnapshot p;

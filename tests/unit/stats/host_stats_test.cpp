@@ -88,6 +88,33 @@ TEST(StatsFileTest, RejectsTornOrForeignText) {
   EXPECT_FALSE(decode_stats_file(version1, s, r, e)) << "an older worker's file is skipped";
 }
 
+// The encoder writes no carriage return and no name over 512 bytes (clean()); a file that holds
+// one was not written by a worker. Read as it stood, such a name sorted and merged differently
+// once written again, so a reader's totals depended on the bytes' history (found by the fuzzer).
+TEST(StatsFileTest, RejectsNamesTheEncoderCannotHaveWritten) {
+  const std::string text = encode_stats_file(sample(7), sample_requests(), {});
+  lock::StatsSnapshot s;
+  RequestStatsSnapshot r;
+  std::vector<Event> e;
+  std::string carriage_return = text;
+  carriage_return.replace(carriage_return.find("bbs/board"), 9, "bbs/\rboard");
+  EXPECT_FALSE(decode_stats_file(carriage_return, s, r, e));
+  std::string long_route = text;
+  long_route.replace(long_route.find("GET /bbs/{board}/"), 17, std::string(513, 'a'));
+  EXPECT_FALSE(decode_stats_file(long_route, s, r, e));
+  std::string longest_route = text;
+  longest_route.replace(longest_route.find("GET /bbs/{board}/"), 17, std::string(512, 'a'));
+  EXPECT_TRUE(decode_stats_file(longest_route, s, r, e));
+  const std::string event_line = "e\t1700000000123\tslow_hold\tbbs/board/3\t42\tPOST\t/p\r\tx\n";
+  std::string event_ok = text;
+  event_ok.insert(event_ok.find("end\n"),
+                  "e\t1700000000123\tslow_hold\tbbs/board/3\t42\tPOST\t/p\tx\n");
+  EXPECT_TRUE(decode_stats_file(event_ok, s, r, e));
+  std::string event_cr = text;
+  event_cr.insert(event_cr.find("end\n"), event_line);
+  EXPECT_FALSE(decode_stats_file(event_cr, s, r, e));
+}
+
 TEST(AddIntoTest, SumsEveryCounterAndBucket) {
   lock::StatsSnapshot total;
   add_into(total, sample(1));
