@@ -204,26 +204,44 @@ TEST_F(GroupCommitTest, ARoundWaitsForMoreRequestsWhileSeveralThreadsPost) {
 }
 
 TEST_F(GroupCommitTest, AFailedFlushFailsEveryRequestWaitingForIt) {
-  // (Blocking and through the flush thread.)
+  // (Through the flush thread, then blocking.)
   FaultFs faulty;
   auto dir = open(faulty, "data");
   auto ctx = context("w");
   ASSERT_TRUE(post(*dir, *ctx, "board.log", "created").ok());
   faulty.fail_nth(FaultFs::Op::kFsync, 1, EIO);
-  const Status s = post(*dir, *ctx, "board.log", "lost");
-  EXPECT_FALSE(s.ok());
+  const Status s = post(*dir, *ctx, "board.log", "lost", true);
+  EXPECT_FALSE(s.ok()) << "the flush thread's failure reaches its request";
   EXPECT_NE(s.message().find("fsync"), std::string::npos) << s.message();
-  faulty.fail_nth(FaultFs::Op::kFsync, 1, EIO);
-  const Status later = post(*dir, *ctx, "board.log", "lost too", true);
-  EXPECT_FALSE(later.ok()) << "the flush thread's failure reaches its request";
-  // A reader after the failure flushes again before it may show the record.
+  // The kernel may have dropped the record with the pages it could not write, and the next
+  // fsync would not say so: the log takes no more records...
+  const Status later = post(*dir, *ctx, "board.log", "refused");
+  EXPECT_FALSE(later.ok());
+  EXPECT_NE(later.message().find("an earlier fsync"), std::string::npos) << later.message();
+  // ... and a reader is never shown the record that was not made durable: its answer fails.
   DurableScope durable;
   {
     auto g = ctx->shared("board");
-    EXPECT_EQ(dir->read_log(g, "board.log").value().size(), 3u);
+    EXPECT_EQ(dir->read_log(g, "board.log").value().size(), 2u);
   }
   ctx->end_request();
-  EXPECT_TRUE(durable.wait().ok());
+  EXPECT_FALSE(durable.wait().ok());
+}
+
+// An append outside a request flushes at once; when that fsync fails, the log is marked failed
+// as by a group round: records other requests wrote may have gone with the unwritten pages.
+TEST_F(GroupCommitTest, WithoutAScopeAFailedFsyncMarksTheLogFailed) {
+  FaultFs faulty;
+  auto dir = open(faulty, "data");
+  auto ctx = context("tool");
+  auto g = ctx->exclusive("board");
+  ASSERT_TRUE(dir->append(g, "board.log", "one").ok());
+  faulty.fail_nth(FaultFs::Op::kFsync, 1, EIO);
+  EXPECT_FALSE(dir->append(g, "board.log", "two").ok());
+  const Status three = dir->append(g, "board.log", "three");
+  EXPECT_FALSE(three.ok()) << "the fsync would succeed now";
+  EXPECT_NE(three.message().find("an earlier fsync"), std::string::npos) << three.message();
+  EXPECT_TRUE(dir->append(g, "other.log", "one").ok());
 }
 
 TEST_F(GroupCommitTest, WithoutAScopeAnAppendIsDurableWhenItReturns) {
@@ -342,6 +360,106 @@ TEST_F(GroupCommitTest, ASyncfsRoundFailsTheRequestsOfALogWhoseWriteFailed) {
   EXPECT_NE(failed.message().find("log3.log"), std::string::npos) << failed.message();
   EXPECT_EQ(dir->group_flushes() - before, 1u) << "one syncfs for the round";
   EXPECT_TRUE(append_to({0, 1, 2, 4}).ok()) << "the other logs' writes were kept";
+}
+
+// The kernel reports a write-back error once: the next fsync of the file succeeds, though the
+// pages it could not write may be gone. This filesystem holds the fsyncs of one log on demand
+// and fails the first one after fail_next() with EIO, then lets the rest succeed.
+class FailsOnceFs final : public testing::ForwardingFs {
+ public:
+  explicit FailsOnceFs(std::string suffix) : suffix_(std::move(suffix)) {}
+  void hold_and_fail_next() {
+    std::lock_guard lock(mu_);
+    held_ = fail_next_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      held_ = false;
+    }
+    cv_.notify_all();
+  }
+  bool wait_for_held_sync() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ > 0; });
+  }
+  int fsync(int fd) override {
+    if (testing::path_of_fd(fd).ends_with(suffix_)) {
+      std::unique_lock lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !held_; });
+      --waiting_;
+      if (fail_next_) {
+        fail_next_ = false;
+        return -EIO;
+      }
+    }
+    return real_fs().fsync(fd);
+  }
+
+ private:
+  const std::string suffix_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool fail_next_ = false;
+  int waiting_ = 0;
+};
+
+// A flush that fails marks its log: a request that wrote to it before the failure was known but
+// waits in a later round is refused although that round's fsync succeeds (the kernel may have
+// dropped its record with the pages it could not write), later appends are refused, and so is a
+// read of what was never made durable. Other logs go on.
+TEST_F(GroupCommitTest, AfterAFailedFlushNothingWrittenToTheLogIsCalledDurable) {
+  FailsOnceFs failing("/board.log");
+  auto dir = open(failing, "failed");
+  ASSERT_TRUE(dir);
+  auto ctx_a = context("a"), ctx_b = context("b"), ctx_c = context("c");
+  ASSERT_TRUE(post(*dir, *ctx_a, "board.log", "first").ok());
+  ASSERT_TRUE(post(*dir, *ctx_a, "other.log", "first").ok());
+  LogCursor durable_end;
+  {
+    auto g = ctx_c->shared("board");
+    ASSERT_TRUE(dir->read_log_since(g, "board.log", durable_end).ok());
+  }
+  ctx_c->end_request();
+
+  failing.hold_and_fail_next();
+  auto a = std::async(std::launch::async, [&] { return post(*dir, *ctx_a, "board.log", "a"); });
+  ASSERT_TRUE(failing.wait_for_held_sync());
+  // b appends while a's round is flushing: it waits for the next round.
+  std::promise<Status> b_answer;
+  std::future<Status> b = b_answer.get_future();
+  {
+    DurableScope durable;
+    {
+      auto g = ctx_b->exclusive("board");
+      ASSERT_TRUE(dir->append(g, "board.log", "b").ok());
+    }
+    ctx_b->end_request();
+    durable.wait_async([&b_answer](Status s) { b_answer.set_value(s); });
+  }
+  failing.release();
+  const Status a_status = a.get();
+  EXPECT_FALSE(a_status.ok());
+  const Status b_status = b.get();
+  EXPECT_FALSE(b_status.ok()) << "b's flush succeeded, but its record was written before the "
+                                 "failed one reported the error";
+  EXPECT_NE(b_status.message().find("an earlier fsync"), std::string::npos) << b_status.message();
+  EXPECT_NE(b_status.message().find("board.log"), std::string::npos) << b_status.message();
+
+  const Status c_status = post(*dir, *ctx_c, "board.log", "c");
+  EXPECT_FALSE(c_status.ok()) << "an append to the failed log";
+  EXPECT_NE(c_status.message().find("an earlier fsync"), std::string::npos) << c_status.message();
+  {
+    auto g = ctx_c->shared("board");
+    LogCursor cursor = durable_end;
+    EXPECT_FALSE(dir->read_log_since(g, "board.log", cursor).ok())
+        << "a and b were never made durable: no reader may be shown them";
+  }
+  ctx_c->end_request();
+  EXPECT_TRUE(post(*dir, *ctx_c, "other.log", "second").ok()) << "another log goes on";
 }
 
 // 1,000 trials: writers post to three logs and readers read them under DurableScopes while the

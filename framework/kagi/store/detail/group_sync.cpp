@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <kagi/store/detail/file_io.hpp>
+#include <kagi/util/log.hpp>
 
 namespace kagi::store::detail {
 
@@ -38,9 +39,37 @@ void GroupSync::mark(const FileId& id, uint64_t end) {
 }
 
 void GroupSync::mark_locked(const FileId& id, uint64_t end) {
+  if (failed_.contains(id)) return;
   if (durable_.size() >= kMaxRemembered && !durable_.contains(id)) durable_.clear();
   uint64_t& known = durable_[id];
   known = std::max(known, end);
+}
+
+Status GroupSync::failed_flush(const FileId& id, std::string_view path) const {
+  util::MutexLock lock(mu_);
+  return failed_flush_locked(id, path);
+}
+
+Status GroupSync::failed_flush_locked(const FileId& id, std::string_view path) const {
+  auto it = failed_.find(id);
+  if (it == failed_.end()) return {};
+  return Status::failed(sys_error(-it->second.error), "flush", path,
+                        std::string("an earlier ") + it->second.call +
+                            " of this log failed, so nothing written to it since can be made "
+                            "durable (refused until kagi restarts; docs/STORAGE.md)");
+}
+
+void GroupSync::fail(const FileId& id, int error, std::string_view path) {
+  util::MutexLock lock(mu_);
+  fail_locked(id, error, "fsync", path);
+}
+
+void GroupSync::fail_locked(const FileId& id, int error, const char* call, std::string_view path) {
+  if (!failed_.emplace(id, Failure{error, call}).second) return;
+  util::log_error("store: " + Status::failed(sys_error(-error), "flush", path, call).message() +
+                  ": the kernel may have dropped what it could not write, so kagi refuses this "
+                  "log's writes and unflushed reads until it restarts. Check the disk "
+                  "(docs/STORAGE.md, group commit)");
 }
 
 uint64_t GroupSync::flushes() const {
@@ -72,14 +101,22 @@ GroupSync::~GroupSync() {
 
 void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> done) {
   std::vector<Submitted> here;  // flushed on this thread: the flush thread, or stopping
+  Status refused;
   {
     util::MutexLock lock(mu_);
     std::vector<SyncNeed> open;
     for (SyncNeed& need : needs) {
       auto it = durable_.find(need.id);
-      if (it == durable_.end() || it->second < need.end) open.push_back(std::move(need));
+      if (it != durable_.end() && it->second >= need.end) continue;
+      if (Status s = failed_flush_locked(need.id, need.path); !s.ok()) {
+        if (refused.ok()) refused = std::move(s);
+        continue;
+      }
+      open.push_back(std::move(need));
     }
-    if (open.empty()) {
+    if (!refused.ok()) {
+      // No flush can make this request's records durable: answered below, at once.
+    } else if (open.empty()) {
       // Nothing to flush: answered below.
     } else if (stop_ || std::this_thread::get_id() == flusher_id_) {
       here.push_back(Submitted{std::move(open), std::move(done)});
@@ -93,7 +130,7 @@ void GroupSync::submit(std::vector<SyncNeed> needs, std::function<void(Status)> 
       return;
     }
   }
-  if (here.empty()) return done(Status{});
+  if (here.empty()) return done(std::move(refused));
   (void)flush_round(here);
 }
 
@@ -143,6 +180,7 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
     const std::string* path = nullptr;
     int error = 0;
     const char* call = "fsync";  // what flushed it, for the error message
+    bool failed_before = false;  // an earlier round's flush of it failed
   };
   std::unordered_map<FileId, File, FileIdHash> files;
   for (const Submitted& s : round) {
@@ -208,16 +246,27 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
     util::MutexLock lock(mu_);
     flushes_ += calls;
     if (declined) ++syncfs_declined_;
-    for (const auto& [id, f] : files) {
-      if (f.error == 0) mark_locked(id, f.end);
+    for (auto& [id, f] : files) {
+      if (f.error != 0) {
+        fail_locked(id, f.error, f.call, *f.path);
+      } else if (failed_.contains(id)) {
+        // This flush succeeded, but an earlier one of the same file failed after some of this
+        // round's records were written: they may be among what the kernel dropped.
+        f.failed_before = true;
+      } else {
+        mark_locked(id, f.end);
+      }
     }
   }
   for (Submitted& s : round) {
     Status first;
     for (const SyncNeed& need : s.needs) {
       const File& f = files.at(need.id);
-      if (f.error != 0 && first.ok()) {
+      if (!first.ok()) break;
+      if (f.error != 0) {
         first = Status::failed(sys_error(-f.error), "flush", *f.path, f.call);
+      } else if (f.failed_before) {
+        first = failed_flush(need.id, *f.path);
       }
     }
     s.done(first);

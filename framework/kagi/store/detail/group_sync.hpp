@@ -13,6 +13,13 @@
 // The GroupSync also remembers how far this process knows each file durable, so a reader can
 // tell cheaply whether what it read could still be lost (durable()). Files are told apart by
 // device, inode and birth time (a replaced log's inode number may come back).
+//
+// A failed flush marks its file failed for as long as the GroupSync lives (until the process
+// restarts). The kernel reports a write-back error once, and may already have dropped the pages
+// it could not write: a later flush of the same file succeeds without them. So every later
+// request to make that file durable fails too (those waiting in a later round, those submitted
+// after, readers' included), mark() no longer counts it durable, and writers are told to refuse
+// it (failed_flush()), as PostgreSQL stops rather than trust a file after a failed fsync.
 #pragma once
 
 #include <sys/types.h>
@@ -22,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -77,8 +85,14 @@ class GroupSync {
 
   // Whether this process knows `id` durable up to `end` at least.
   bool durable(const FileId& id, uint64_t end) const KAGI_EXCLUDES(mu_);
-  // Records that `id` is durable up to `end` (after a flush made outside the group).
+  // Records that `id` is durable up to `end` (after a flush made outside the group); not for a
+  // file whose flush failed.
   void mark(const FileId& id, uint64_t end) KAGI_EXCLUDES(mu_);
+  // Marks `id` failed: a flush of it made outside the group failed with `error` (an errno).
+  void fail(const FileId& id, int error, std::string_view path) KAGI_EXCLUDES(mu_);
+  // Failed (naming `path` and the first error) if a flush of `id` failed in this process: no
+  // record written to it since can be made durable any more. Ok otherwise.
+  Status failed_flush(const FileId& id, std::string_view path) const KAGI_EXCLUDES(mu_);
 
   // `done` runs once every need is durable, or with the first failure ("flush <path>: fsync:
   // ..."): at once on this thread when nothing needs flushing, else on the flush thread. A
@@ -106,6 +120,9 @@ class GroupSync {
   // stopping). Returns how long the flush calls took, in ns (the answers not included).
   int64_t flush_round(std::vector<Submitted>& round) KAGI_EXCLUDES(mu_);
   void mark_locked(const FileId& id, uint64_t end) KAGI_REQUIRES(mu_);
+  Status failed_flush_locked(const FileId& id, std::string_view path) const KAGI_REQUIRES(mu_);
+  void fail_locked(const FileId& id, int error, const char* call, std::string_view path)
+      KAGI_REQUIRES(mu_);
   // Whether a syncfs now would write little besides this round's files.
   bool little_else_dirty() KAGI_EXCLUDES(mu_);
 
@@ -128,6 +145,12 @@ class GroupSync {
   std::thread flusher_ KAGI_GUARDED_BY(mu_);
   std::thread::id flusher_id_ KAGI_GUARDED_BY(mu_);
   std::unordered_map<FileId, uint64_t, FileIdHash> durable_ KAGI_GUARDED_BY(mu_);
+  // Files whose flush failed: the error, and the call that reported it.
+  struct Failure {
+    int error = 0;
+    const char* call = "fsync";
+  };
+  std::unordered_map<FileId, Failure, FileIdHash> failed_ KAGI_GUARDED_BY(mu_);
 };
 
 }  // namespace kagi::store::detail

@@ -133,7 +133,12 @@ Status write_frame(const AppendContext& ctx, std::string_view path, const OpenLo
     return undo(r, "write");
   }
   if (ctx.fsync && !defer) {
-    if (int r = ctx.fs.fsync(fd); r < 0) return undo(r, "fsync");
+    if (int r = ctx.fs.fsync(fd); r < 0) {
+      // Other requests' records may wait for a group flush of this log: after this error no
+      // flush of it can vouch for them (store/detail/group_sync.hpp).
+      ctx.group.fail(FileId{log.st.st_dev, log.st.st_ino, log.birth_ns}, -r, path);
+      return undo(r, "fsync");
+    }
     if (log.created) {
       if (int r = ctx.fs.fsync(log.parent.get()); r < 0) return undo(r, "fsync directory");
     }
@@ -158,6 +163,11 @@ Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::
                  std::string_view record, OpenLog& log) {
   LogEnd end;
   if (Status s = find_end(ctx, path, log, &end); !s.ok()) return s;
+  const FileId id{log.st.st_dev, log.st.st_ino, log.birth_ns};
+  // A log whose flush failed takes no more records: none could be made durable.
+  if (ctx.fsync) {
+    if (Status s = ctx.group.failed_flush(id, path); !s.ok()) return s;
+  }
   if (Status s = fence(guard, path); !s.ok()) return s;
   if (Status s = cut_torn_tail(ctx, path, log, end.valid_end); !s.ok()) return s;
   const std::string frame = frame_for(record, end.valid_end == 0);
@@ -169,7 +179,6 @@ Status append_to(const AppendContext& ctx, const lock::Guard& guard, const std::
   ctx.ends.remember(path, log.known);
   if (!ctx.fsync) return {};
   // Step 7. Durable now (flushed above), or once the scope's request has released its lock.
-  const FileId id{log.st.st_dev, log.st.st_ino, log.birth_ns};
   const uint64_t new_end = end.valid_end + frame.size();
   if (scope == nullptr) {
     ctx.group.mark(id, new_end);
