@@ -362,57 +362,12 @@ TEST_F(GroupCommitTest, ASyncfsRoundFailsTheRequestsOfALogWhoseWriteFailed) {
   EXPECT_TRUE(append_to({0, 1, 2, 4}).ok()) << "the other logs' writes were kept";
 }
 
-// The kernel reports a write-back error once: the next fsync of the file succeeds, though the
-// pages it could not write may be gone. This filesystem holds the fsyncs of one log on demand
-// and fails the first one after fail_next() with EIO, then lets the rest succeed.
-class FailsOnceFs final : public testing::ForwardingFs {
- public:
-  explicit FailsOnceFs(std::string suffix) : suffix_(std::move(suffix)) {}
-  void hold_and_fail_next() {
-    std::lock_guard lock(mu_);
-    held_ = fail_next_ = true;
-  }
-  void release() {
-    {
-      std::lock_guard lock(mu_);
-      held_ = false;
-    }
-    cv_.notify_all();
-  }
-  bool wait_for_held_sync() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ > 0; });
-  }
-  int fsync(int fd) override {
-    if (testing::path_of_fd(fd).ends_with(suffix_)) {
-      std::unique_lock lock(mu_);
-      ++waiting_;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return !held_; });
-      --waiting_;
-      if (fail_next_) {
-        fail_next_ = false;
-        return -EIO;
-      }
-    }
-    return real_fs().fsync(fd);
-  }
-
- private:
-  const std::string suffix_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  bool fail_next_ = false;
-  int waiting_ = 0;
-};
-
 // A flush that fails marks its log: a request that wrote to it before the failure was known but
 // waits in a later round is refused although that round's fsync succeeds (the kernel may have
 // dropped its record with the pages it could not write), later appends are refused, and so is a
 // read of what was never made durable. Other logs go on.
 TEST_F(GroupCommitTest, AfterAFailedFlushNothingWrittenToTheLogIsCalledDurable) {
-  FailsOnceFs failing("/board.log");
+  SlowSyncFs failing;  // fails one fsync of board.log, as the kernel reports an error once
   auto dir = open(failing, "failed");
   ASSERT_TRUE(dir);
   auto ctx_a = context("a"), ctx_b = context("b"), ctx_c = context("c");
@@ -425,7 +380,8 @@ TEST_F(GroupCommitTest, AfterAFailedFlushNothingWrittenToTheLogIsCalledDurable) 
   }
   ctx_c->end_request();
 
-  failing.hold_and_fail_next();
+  failing.hold("/board.log");
+  failing.fail_next_held(EIO);
   auto a = std::async(std::launch::async, [&] { return post(*dir, *ctx_a, "board.log", "a"); });
   ASSERT_TRUE(failing.wait_for_held_sync());
   // b appends while a's round is flushing: it waits for the next round.
