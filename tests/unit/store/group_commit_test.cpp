@@ -242,6 +242,11 @@ TEST_F(GroupCommitTest, WithoutAScopeAFailedFsyncMarksTheLogFailed) {
   EXPECT_FALSE(three.ok()) << "the fsync would succeed now";
   EXPECT_NE(three.message().find("an earlier fsync"), std::string::npos) << three.message();
   EXPECT_TRUE(dir->append(g, "other.log", "one").ok());
+  // A rewrite (a compaction, a delete) puts another file at the path, written from memory and
+  // flushed before it takes the path: appends to it go on.
+  ASSERT_TRUE(dir->rewrite_log(g, "board.log", {"one"}).ok());
+  EXPECT_TRUE(dir->append(g, "board.log", "four").ok());
+  EXPECT_EQ(dir->read_log(g, "board.log").value(), (std::vector<std::string>{"one", "four"}));
 }
 
 TEST_F(GroupCommitTest, WithoutAScopeAnAppendIsDurableWhenItReturns) {
