@@ -18,6 +18,11 @@ namespace {
 // (cheap, clean) fsync.
 constexpr size_t kMaxRemembered = 65536;
 
+// "flush <path>: <call>: <error>".
+Status flush_failed(int error, std::string_view path, const char* call) {
+  return Status::failed(sys_error(-error), "flush", path, call);
+}
+
 }  // namespace
 
 size_t FileIdHash::operator()(const FileId& id) const noexcept {
@@ -46,6 +51,8 @@ void GroupSync::mark_locked(const FileId& id, uint64_t end) {
 }
 
 Status GroupSync::failed_flush(const FileId& id, std::string_view path) const {
+  // Every durable append asks: no lock while no flush has ever failed (the usual case).
+  if (!any_failed_.load(std::memory_order_acquire)) return {};
   util::MutexLock lock(mu_);
   return failed_flush_locked(id, path);
 }
@@ -66,7 +73,8 @@ void GroupSync::fail(const FileId& id, int error, std::string_view path) {
 
 void GroupSync::fail_locked(const FileId& id, int error, const char* call, std::string_view path) {
   if (!failed_.emplace(id, Failure{error, call}).second) return;
-  util::log_error("store: " + Status::failed(sys_error(-error), "flush", path, call).message() +
+  any_failed_.store(true, std::memory_order_release);
+  util::log_error("store: " + flush_failed(error, path, call).message() +
                   ": the kernel may have dropped what it could not write, so kagi refuses this "
                   "log's writes and unflushed reads until it restarts. Check the disk "
                   "(docs/STORAGE.md, group commit)");
@@ -180,7 +188,7 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
     const std::string* path = nullptr;
     int error = 0;
     const char* call = "fsync";  // what flushed it, for the error message
-    bool failed_before = false;  // an earlier round's flush of it failed
+    Status status;               // what its requests are told, decided once the calls are made
   };
   std::unordered_map<FileId, File, FileIdHash> files;
   for (const Submitted& s : round) {
@@ -249,25 +257,20 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
     for (auto& [id, f] : files) {
       if (f.error != 0) {
         fail_locked(id, f.error, f.call, *f.path);
-      } else if (failed_.contains(id)) {
-        // This flush succeeded, but an earlier one of the same file failed after some of this
-        // round's records were written: they may be among what the kernel dropped.
-        f.failed_before = true;
+        f.status = flush_failed(f.error, *f.path, f.call);
       } else {
-        mark_locked(id, f.end);
+        // A flush that succeeded after an earlier one of the same file failed vouches for
+        // nothing: this round's records may be among what the kernel dropped.
+        f.status = failed_flush_locked(id, *f.path);
+        if (f.status.ok()) mark_locked(id, f.end);
       }
     }
   }
   for (Submitted& s : round) {
     Status first;
     for (const SyncNeed& need : s.needs) {
-      const File& f = files.at(need.id);
+      first = files.at(need.id).status;
       if (!first.ok()) break;
-      if (f.error != 0) {
-        first = Status::failed(sys_error(-f.error), "flush", *f.path, f.call);
-      } else if (f.failed_before) {
-        first = failed_flush(need.id, *f.path);
-      }
     }
     s.done(first);
   }

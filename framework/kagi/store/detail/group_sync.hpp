@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -151,6 +152,7 @@ class GroupSync {
     const char* call = "fsync";
   };
   std::unordered_map<FileId, Failure, FileIdHash> failed_ KAGI_GUARDED_BY(mu_);
+  std::atomic<bool> any_failed_{false};  // failed_ is not empty (read without mu_)
 };
 
 }  // namespace kagi::store::detail
