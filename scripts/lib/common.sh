@@ -26,7 +26,8 @@ KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev
   postgresql redis-server nodejs linux-perf)
 
-log() { printf '\n== %s\n' "$*"; }
+# Each step says how long the script has run, so a slow step shows in any log (CI's included).
+log() { printf '\n== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 # Installs the packages that are missing (as root, with apt-get); a no-op when all are there.
 install_packages() {
