@@ -79,6 +79,9 @@ STORE_ROWS = [
      "BM_GroupRound8/3", "BM_GroupRound8/0", None),
     ("the same round with one syncfs, against one append + fsync", "BM_GroupRound8/3",
      "BM_BareAppend/1", None),
+    ("the same round with one syncfs, against one device flush (8 records over a preallocated "
+     "file's blocks + fdatasync: a write-ahead journal's floor)", "BM_GroupRound8/3",
+     "BM_BareFlush", None),
 ]
 
 

@@ -15,6 +15,11 @@
 //                                    with 0, one syncfs with 3: with no dirty-data limit, and
 //                                    after a sync, so that what earlier runs left dirty is not
 //                                    the round's to write)
+//   BM_BareFlush                     one device flush and nothing else: 8 records' bytes
+//                                    written over blocks a preallocated file already holds,
+//                                    then fdatasync (no size or block change, so no
+//                                    filesystem journal commit). What any durable round pays
+//                                    at least: a write-ahead journal's flush
 //
 // Numbers and the command that produced them: docs/STORAGE.md.
 #include <benchmark/benchmark.h>
@@ -175,6 +180,31 @@ void BM_GroupRound8(benchmark::State& state) {
   }
 }
 
+void BM_BareFlush(benchmark::State& state) {
+  const std::string records(8 * 108, 'r');  // what BM_GroupRound8 writes, framed
+  const std::string block(4096, 'z');
+  constexpr int kBlocks = 4096;  // 16 MiB, written for real (fallocate's blocks are unwritten)
+  fs::create_directories(scratch() / "bare");
+  const int fd = ::open((scratch() / "bare" / "journal").c_str(),
+                        O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  for (int i = 0; i < kBlocks; ++i) {
+    if (::write(fd, block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
+      state.SkipWithError("preallocating the journal failed");
+    }
+  }
+  if (::fsync(fd) != 0) state.SkipWithError("fsync failed");
+  ::sync();
+  off_t at = 0;
+  for (auto _ : state) {
+    if (::pwrite(fd, records.data(), records.size(), at) != static_cast<ssize_t>(records.size()) ||
+        ::fdatasync(fd) != 0) {
+      state.SkipWithError("overwrite + fdatasync failed");
+    }
+    at = (at + 4096) % (off_t{kBlocks} * 4096);
+  }
+  ::close(fd);
+}
+
 // {bytes, fsync}
 BENCHMARK(BM_Commit)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_BareReplace)->ArgsProduct({{4096, 256 * 1024}, {0, 1}})->UseRealTime();
@@ -183,6 +213,7 @@ BENCHMARK(BM_BareAppend)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_PostLog)->UseRealTime();
 BENCHMARK(BM_BareLockedAppend)->UseRealTime();
 BENCHMARK(BM_GroupRound8)->Arg(0)->Arg(3)->UseRealTime();
+BENCHMARK(BM_BareFlush)->UseRealTime();
 
 }  // namespace
 
