@@ -23,6 +23,15 @@ function(kagi_target_options target)
     endif()
     target_link_options(${target} PUBLIC -fsanitize=thread)
   endif()
+  # A sanitizer's report needs function names and line numbers, not variables: that much debug
+  # information is a fraction of -g, so the sanitizer builds compile and link faster.
+  if(KAGI_SANITIZE)
+    if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      target_compile_options(${target} PRIVATE -gline-tables-only)
+    else()
+      target_compile_options(${target} PRIVATE -g1)
+    endif()
+  endif()
 endfunction()
 
 # kagi_module(NAME DEPS dep...): a static library kagi_NAME from every .cpp in this folder
@@ -51,6 +60,12 @@ function(kagi_unit_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   kagi_target_options(${name})
+  # gtest.h is most of a test file's compile time (about 2 s of 4 in a Debug build): parsed
+  # once per test binary instead of once per file, in every build scripts/test makes.
+  list(LENGTH ARG_SOURCES source_count)
+  if(source_count GREATER 2)
+    target_precompile_headers(${name} PRIVATE <gtest/gtest.h>)
+  endif()
   set(labels unit ${ARG_LABELS})
   add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600)
