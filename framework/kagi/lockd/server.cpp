@@ -66,6 +66,10 @@ constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLET;
 // Connections closed since the last malloc_trim() before the next one: memory a burst of
 // connections took goes back to the system once they are gone.
 constexpr size_t kTrimAfterCloses = 1024;
+// And once a burst is over (a sweep saw no close since the previous sweep), at least this many
+// closes since the last trim: the tail of a burst, or a burst smaller than kTrimAfterCloses,
+// would otherwise keep its memory until the next one. Fewer are not worth a trim's walk.
+constexpr size_t kTrimWhenQuietAfter = 64;
 
 // An allowed network: family, address bytes, prefix length.
 struct Network {
@@ -215,6 +219,7 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   size_t local_connections_ = 0;                         // from loopback and unix sockets
   uint64_t accepted_ = 0, refused_ = 0;
   size_t closed_since_trim_ = 0;
+  size_t closed_at_last_sweep_ = 0;  // closed_since_trim_ when the previous sweep ended
 };
 
 // One client connection: owned by itself while open (self_), then by the server until the
@@ -1050,12 +1055,15 @@ void ServerCore::sweep() {
   }
   table_.run_ready();
   graveyard_.clear();
-  if (closed_since_trim_ >= kTrimAfterCloses) {
+  const bool quiet = closed_since_trim_ == closed_at_last_sweep_;
+  if (closed_since_trim_ >= kTrimAfterCloses ||
+      (quiet && closed_since_trim_ >= kTrimWhenQuietAfter)) {
     closed_since_trim_ = 0;
     graveyard_.shrink_to_fit();
     if (per_address_.empty()) per_address_.rehash(0);
     ::malloc_trim(0);
   }
+  closed_at_last_sweep_ = closed_since_trim_;
 }
 
 void ServerCore::stop() {

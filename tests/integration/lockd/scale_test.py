@@ -1,6 +1,7 @@
 """Scale: 20,000 connections on loopback, 1,000 holding a key each and 19,000 waiting on those
 1,000 keys, on one kagi-lockd process (one thread). Prints the RSS per waiting connection, and
-checks that after every connection closed the RSS is back within 10% of where it started.
+checks that after every connection closed the RSS is back within 10% of where it started; the
+same for a burst of 900 connections on a fresh server, fewer closes than the server's trim batch.
 
 "Where it started" is measured after a first small round (100 connections on 10 keys,
 opened and closed, and a STATUS), so that the buffers every server fills on its first
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lockd_harness import Checks, Lockd, connect, parse_args, read_line, status  # noqa: E402
 
 WANTED, KEYS = 20_000, 1_000
+SMALL_BURST = 900
 CLIENT_PROCESSES = 2  # each opens its share: a process's descriptors are bounded too
 
 
@@ -93,6 +95,52 @@ def one_round(server, checks, label, base_fds, connections):
     return rss
 
 
+def warm_up(server, base_fds):
+    """A first small round (100 connections on 10 keys, opened and closed, and a STATUS); then
+    the RSS the checks start from."""
+    warm = []
+    for i in range(100):
+        s = connect(server.port)
+        s.sendall(b"LOCK scale/warm/%d\n" % (i % 10))
+        warm.append(s)
+    status(server.port)
+    for s in warm:
+        s.close()
+    while open_fds(server.proc.pid) > base_fds:
+        time.sleep(0.05)
+    time.sleep(1.5)
+    return server.rss_kib()
+
+
+def small_burst(args, checks, limit):
+    """900 connections holding a key each, then closed: with the warm-up's 100, fewer closes
+    than the server's trim batch (1,024), so only a trim once the closes stop gives their
+    memory back."""
+    with Lockd(args.lockd, [], fd_limit=limit) as server:
+        time.sleep(0.2)
+        base_fds = open_fds(server.proc.pid)
+        start = warm_up(server, base_fds)
+        burst = []
+        for i in range(SMALL_BURST):
+            s = connect(server.port, timeout=60)
+            s.sendall(b"LOCK scale/burst/%d\n" % i)
+            burst.append(s)
+        granted = sum(read_line(s) == b"ok" for s in burst)
+        peak = server.rss_kib()
+        for s in burst:
+            s.close()
+        while open_fds(server.proc.pid) > base_fds:
+            time.sleep(0.05)
+        time.sleep(1.5)  # a sweep or two after the last close
+        after = server.rss_kib()
+        checks.check(granted == SMALL_BURST, "small burst: the %d holders are granted" % granted)
+        print("     RSS: start %d KiB; with %d connections %d KiB; all closed %d KiB" %
+              (start, SMALL_BURST, peak, after))
+        checks.check(abs(after - start) <= start * 0.10,
+                     "small burst: RSS after all closed (%d KiB) is within 10%% of the start "
+                     "(%d KiB)" % (after, start))
+
+
 def main():
     args = parse_args()
     # The server needs a descriptor per connection plus a few of its own. Raise the limit as
@@ -115,18 +163,7 @@ def main():
         time.sleep(0.2)
         cold = server.rss_kib()
         base_fds = open_fds(server.proc.pid)
-        warm = []
-        for i in range(100):
-            s = connect(server.port)
-            s.sendall(b"LOCK scale/warm/%d\n" % (i % 10))
-            warm.append(s)
-        status(server.port)
-        for s in warm:
-            s.close()
-        while open_fds(server.proc.pid) > base_fds:
-            time.sleep(0.05)
-        time.sleep(1.5)
-        start = server.rss_kib()
+        start = warm_up(server, base_fds)
         peak = one_round(server, checks, "20,000 round", base_fds, connections)
         after = server.rss_kib()
         per_conn = (peak - start) * 1024 / connections
@@ -137,6 +174,7 @@ def main():
                      "RSS after all closed (%d KiB) is within 10%% of the start (%d KiB)" %
                      (after, start))
         checks.check(server.alive(), "the server is alive")
+    small_burst(args, checks, limit)
     checks.finish()
 
 
