@@ -46,10 +46,13 @@ std::string header_name(std::string_view param) {
   return name;
 }
 
-void fill_request(char** envp, http::Request& request) {
+void fill_request(char* const* envp, http::Request& request) {
   std::string_view script_name, path_info, query_string;
   bool have_uri = false;
-  for (char** p = envp; p && *p; ++p) {
+  size_t params = 0;
+  for (char* const* p = envp; p && *p; ++p) ++params;
+  request.headers.reserve(params);  // most params are headers; one allocation for them all
+  for (char* const* p = envp; p && *p; ++p) {
     std::string_view entry(*p);
     std::string_view name = param_name(entry);
     std::string_view value = param_value(entry);
@@ -89,8 +92,13 @@ std::optional<uint64_t> content_length(const http::Request& request) {
 }
 
 std::string response_head(const http::Response& response) {
-  std::string head = "Status: " + std::to_string(response.status) + " " +
-                     http::reason_phrase(response.status) + "\r\n";
+  size_t size = 64;  // the status line, a Content-Length and the end
+  for (const auto& [name, value] : response.headers.items()) size += name.size() + value.size() + 4;
+  size += 192 * response.cookies.size();
+  std::string head;
+  head.reserve(size);  // built without growing
+  head.append("Status: ").append(std::to_string(response.status)).append(" ");
+  head.append(http::reason_phrase(response.status)).append("\r\n");
   http::append_fields(head, response);
   const std::optional<std::string_view> length = response.headers.get("Content-Length");
   const bool have_length = length && !http::has_line_break(*length);

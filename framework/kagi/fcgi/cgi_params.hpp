@@ -22,7 +22,7 @@ std::string header_name(std::string_view param);
 // FCGI_PARAMS as "NAME=value" strings, null-terminated. The target is REQUEST_URI (what
 // nginx's stock fastcgi_params and Apache's mod_proxy_fcgi send); without it, it is rebuilt
 // from SCRIPT_NAME + PATH_INFO + "?" QUERY_STRING. The body is left alone.
-void fill_request(char** envp, http::Request& request);
+void fill_request(char* const* envp, http::Request& request);
 
 // CONTENT_LENGTH as a number; nullopt when absent, empty or not a decimal number.
 std::optional<uint64_t> content_length(const http::Request& request);

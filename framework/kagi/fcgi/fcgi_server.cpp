@@ -601,11 +601,8 @@ void Core::expire(std::unique_ptr<Conn> conn) {
     finish(nullptr);
     return;
   }
-  std::vector<char*> envp;
-  for (const std::string& p : conn->reader.params()) envp.push_back(const_cast<char*>(p.c_str()));
-  envp.push_back(nullptr);
   http::Request request;
-  fill_request(envp.data(), request);
+  fill_request(conn->reader.envp(), request);
   auto exchange = std::make_shared<Exchange>(shared_from_this(), std::move(conn));
   app_.reject(request, 408,
               "The request body did not arrive within " +
@@ -708,11 +705,8 @@ void Core::on_readable(std::unique_ptr<Conn> conn) {
 }
 
 void Core::serve(std::unique_ptr<Conn> conn) {
-  std::vector<char*> envp;
-  for (const std::string& p : conn->reader.params()) envp.push_back(const_cast<char*>(p.c_str()));
-  envp.push_back(nullptr);
   http::Request request;
-  fill_request(envp.data(), request);
+  fill_request(conn->reader.envp(), request);
   conn->stage = Stage::kIdle;
   conn->deadline = Clock::time_point::max();
 

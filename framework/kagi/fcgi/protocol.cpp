@@ -230,13 +230,24 @@ bool RequestReader::on_record(RecordType type, uint16_t id, std::string_view con
 }
 
 bool RequestReader::decode_params() {
-  const bool ok = for_each_pair(params_raw_, [&](std::string_view name, std::string_view value) {
-    std::string entry;
-    entry.reserve(name.size() + 1 + value.size());
-    entry.append(name).append("=").append(value);
-    params_.push_back(std::move(entry));
+  // Sized first, so that the views taken while appending stay valid (no reallocation).
+  size_t bytes = 0;
+  bool ok = for_each_pair(params_raw_, [&](std::string_view name, std::string_view value) {
+    bytes += name.size() + value.size() + 2;
   });
+  params_text_.clear();
+  params_text_.reserve(bytes);
+  params_.clear();
+  envp_.clear();
+  ok = ok && for_each_pair(params_raw_, [&](std::string_view name, std::string_view value) {
+         const size_t at = params_text_.size();
+         params_text_.append(name).append(1, '=').append(value).append(1, '\0');
+         char* entry = params_text_.data() + at;
+         params_.emplace_back(entry, name.size() + 1 + value.size());
+         envp_.push_back(entry);  // a NUL inside a value ends it there, as CGI's environment does
+       });
   params_raw_.clear();
+  envp_.push_back(nullptr);
   if (!ok) error_ = "malformed name-value pair in FCGI_PARAMS";
   return ok;
 }
@@ -249,7 +260,9 @@ void RequestReader::reset_request() {
   params_too_large_ = false;
   body_too_large_ = false;
   params_raw_.clear();
+  params_text_.clear();
   params_.clear();
+  envp_.assign(1, nullptr);
   body_.clear();
 }
 
@@ -262,7 +275,9 @@ bool RequestReader::record_ready() const {
 
 void RequestReader::release_parked() {
   params_raw_ = std::string();
-  params_ = std::vector<std::string>();
+  params_text_ = std::string();
+  params_ = std::vector<std::string_view>();
+  envp_ = std::vector<char*>{nullptr};
   body_ = std::string();
   if (pos_ > 0) {
     in_.erase(0, pos_);

@@ -87,8 +87,10 @@ class RequestReader {
   uint16_t request_id() const { return request_id_; }
   bool params_too_large() const { return params_too_large_; }
   bool body_too_large() const { return body_too_large_; }
-  // "NAME=value" strings, in the order received (valid once params_done()).
-  const std::vector<std::string>& params() const { return params_; }
+  // "NAME=value" strings, in the order received (valid once params_done(), until next()).
+  const std::vector<std::string_view>& params() const { return params_; }
+  // The same strings as a CGI environment: null-terminated, then a null pointer.
+  char* const* envp() const { return envp_.data(); }
   // The body so far (empty when body_too_large()).
   const std::string& body() const { return body_; }
   std::string take_body() { return std::move(body_); }
@@ -123,8 +125,13 @@ class RequestReader {
   bool aborted_ = false;
   bool params_too_large_ = false;
   bool body_too_large_ = false;
+  // The params of a request are decoded into one buffer of "NAME=value\0" strings that
+  // params_ and envp_ point into: a kept connection reuses all three, so reading a request's
+  // params allocates nothing once the connection has read one as big.
   std::string params_raw_;
-  std::vector<std::string> params_;
+  std::string params_text_;
+  std::vector<std::string_view> params_;
+  std::vector<char*> envp_{nullptr};
   std::string body_;
   std::string error_;
 };

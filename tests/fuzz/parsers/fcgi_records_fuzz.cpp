@@ -40,7 +40,7 @@ std::vector<Outcome> read_all(std::string_view input, size_t chunk, const Reader
     reader.replies().clear();
     if (status == RequestReader::Status::kComplete) {
       Outcome o;
-      o.params = reader.params();
+      o.params.assign(reader.params().begin(), reader.params().end());
       o.body = reader.body();
       o.params_too_large = reader.params_too_large();
       o.body_too_large = reader.body_too_large();

@@ -131,6 +131,39 @@ TEST(RequestReader, NextRequestOnTheSameConnection) {
   EXPECT_FALSE(r.started());
 }
 
+// envp() is what the server hands fill_request: the params as C strings, then a null. The
+// buffer behind it is reused by the connection's next request, which must see its own.
+TEST(RequestReader, EnvpHoldsTheParamsOfTheRequestInHand) {
+  auto request = [](uint16_t id, const std::string& params) {
+    return begin(id, true) + record(4, id, params) + record(4, id, "") + record(5, id, "");
+  };
+  const std::string nul_value("a\0b", 3);
+  const std::string bytes =
+      request(1, pair("REQUEST_METHOD", "GET") + pair("HTTP_X_NUL", nul_value) +
+                     pair("QUERY_STRING", std::string(500, 'q'))) +
+      request(2, pair("REQUEST_URI", "/second"));
+  RequestReader r;
+  r.append(bytes.data(), bytes.size());
+  ASSERT_EQ(r.advance(), RequestReader::Status::kComplete);
+  ASSERT_EQ(r.params().size(), 3u);
+  EXPECT_EQ(r.params()[1], "HTTP_X_NUL=" + nul_value) << "params keep every byte";
+  char* const* envp = r.envp();
+  EXPECT_STREQ(envp[0], "REQUEST_METHOD=GET");
+  EXPECT_STREQ(envp[1], "HTTP_X_NUL=a") << "a C string ends at the NUL, as CGI's environment";
+  EXPECT_EQ(std::string(envp[2]), "QUERY_STRING=" + std::string(500, 'q'));
+  EXPECT_EQ(envp[3], nullptr);
+  r.next();
+  EXPECT_EQ(r.envp()[0], nullptr) << "next() forgets the params";
+  ASSERT_EQ(r.advance(), RequestReader::Status::kComplete);
+  ASSERT_EQ(r.params().size(), 1u);
+  EXPECT_EQ(r.params()[0], "REQUEST_URI=/second");
+  EXPECT_STREQ(r.envp()[0], "REQUEST_URI=/second");
+  EXPECT_EQ(r.envp()[1], nullptr);
+  r.release_parked();
+  EXPECT_TRUE(r.params().empty());
+  EXPECT_EQ(r.envp()[0], nullptr);
+}
+
 TEST(RequestReader, RecordReadyOnlyForAWholeRecord) {
   const std::string bytes = full_request(1, "one") + full_request(2, "two");
   RequestReader r;
