@@ -92,6 +92,7 @@ Settings Settings::from(const Config& conf) {
 
 void finish(http::Response& response, const FinishInfo& info, const Settings& settings) {
   auto& h = response.headers;
+  h.reserve(h.size() + 5);
   if (!h.has("Content-Security-Policy")) h.set("Content-Security-Policy", settings.csp);
   h.set("X-Content-Type-Options", "nosniff");
   h.set("X-Frame-Options", "DENY");

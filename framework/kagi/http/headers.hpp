@@ -24,6 +24,8 @@ class Headers {
   bool has(std::string_view name) const { return get(name).has_value(); }
 
   const std::vector<Item>& items() const { return items_; }
+  // Room for `n` headers in all, so that adding up to that many allocates no more slots.
+  void reserve(size_t n) { items_.reserve(n); }
   size_t size() const { return items_.size(); }
 
  private:

@@ -10,14 +10,18 @@ const char* path_problem(std::string_view path) {
     if (c == '\0') return "NUL byte in path";
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "control character in path";
   }
-  for (std::string_view segment : path_segments(path)) {
+  // Segment by segment without collecting them: every data call checks its path.
+  for (std::string_view rest = path;;) {
+    const size_t slash = rest.find('/');
+    const std::string_view segment = rest.substr(0, slash);
     if (segment.empty()) return "empty segment ('//' or trailing '/')";
     if (segment == "..") return "'..' segment";
     if (segment == ".") return "'.' segment";
     if (segment.size() > kMaxSegment) return "segment longer than 255 bytes";
     if (segment.starts_with(kReservedPrefix)) return "segment starts with reserved '.kagi-'";
+    if (slash == std::string_view::npos) return nullptr;
+    rest.remove_prefix(slash + 1);
   }
-  return nullptr;
 }
 
 std::vector<std::string_view> path_segments(std::string_view path) {
