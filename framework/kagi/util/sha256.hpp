@@ -1,6 +1,8 @@
 // util/sha256.hpp — SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), for keyed tags: signed
 // CSRF tokens and the BBS's client tags. kagi links no crypto library, and these two
 // functions are all it needs; they are checked against the FIPS and RFC 4231 test vectors.
+// Blocks are hashed with the x86 SHA extensions where the processor has them
+// (util/detail/sha256_blocks.hpp).
 //
 // Not for passwords (util/password.hpp is deliberately slow; these are fast).
 #pragma once
