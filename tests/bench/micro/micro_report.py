@@ -5,8 +5,8 @@ left as it is).
 
     python3 micro_report.py --build BUILD_DIR [--out docs/BENCHMARKS.md] [--repetitions N]
 
-BUILD_DIR is a Release build with bench_lock, bench_lock_postgres and bench_store built
-(scripts/bench makes one); bench_lock_postgres starts a private PostgreSQL (tests/support).
+BUILD_DIR is a Release build with bench_lock, bench_lock_postgres, bench_store and bench_app
+built (scripts/bench makes one); bench_lock_postgres starts a private PostgreSQL (tests/support).
 """
 
 import argparse
@@ -84,6 +84,30 @@ STORE_ROWS = [
      "BM_BareFlush", None),
 ]
 
+# The demo site's routes in this process (tests/bench/app: TestClient, no front end, no socket),
+# each against its hello route; the last row sets the post's lock and log work (bench_store's
+# BM_PostLog) against the whole post.
+APP_ROWS = [
+    ("GET /_test/hello: parse, route, answer", "BM_Hello", "BM_Hello"),
+    ("BBS page read (20 posts, the rendered page cached)", "BM_Page", "BM_Hello"),
+    ("BBS post (data.fsync=never)", "BM_Post", "BM_Hello"),
+    ("chat say (data.fsync=never)", "BM_Say", "BM_Hello"),
+    ("the post's lock and log work alone (the storage row above), against the whole post",
+     "BM_PostLog", "BM_Post"),
+]
+
+
+def app_table(times):
+    lines = ["| route | in process | ratio | against |", "|---|---:|---:|---|"]
+    names = {"BM_Hello": "the hello route", "BM_Post": "the post"}
+    for label, name, base in APP_ROWS:
+        if name not in times or base not in times:
+            raise SystemExit("benchmark %s or %s missing from the run" % (name, base))
+        ratio = "—" if name == base else "%.2f×" % (times[name] / times[base])
+        lines.append("| %s | %s | %s | %s |" % (label, fmt(times[name]), ratio,
+                                                "" if name == base else names[base]))
+    return lines
+
 
 def run(binary, repetitions, bench_filter=None, env_dir=None):
     # The binaries print through kagi's checked reporter (it fails the run on a benchmark
@@ -146,6 +170,7 @@ def section(build, repetitions):
     lock = run(os.path.join(build, "tests", "bench", "lock", "bench_lock"), repetitions)
     store = run(os.path.join(build, "tests", "bench", "store", "bench_store"), repetitions)
     pg = run(os.path.join(build, "tests", "bench", "lock", "bench_lock_postgres"), repetitions)
+    app = run(os.path.join(build, "tests", "bench", "app", "bench_app"), repetitions)
     lock_bin = os.path.join(build, "tests", "bench", "lock", "bench_lock")
     dir_disk = run(lock_bin, repetitions, DIR_FILTER, "/tmp")
     dir_tmpfs = run(lock_bin, repetitions, DIR_FILTER, "/dev/shm")
@@ -205,6 +230,14 @@ def section(build, repetitions):
               "work is the lock, that `statx`, a `pread` of what is new, an `fstat` and the "
               "`pwrite`, with no open and no close (the post row, against the floor's locked "
               "append of the HTTP benchmarks)."]
+    lines += ["",
+              "**The apps in this process** (`tests/bench/app`): the demo site's routes run "
+              "through the whole pipeline by a `TestClient`, with no front end and no socket, "
+              "one thread, so what a route costs beyond the hello route is the app's own work "
+              "(form, CSRF check, locks, the log's read and append, the answer), apart from "
+              "nginx, FastCGI records and the kernel's sockets:",
+              ""]
+    lines += app_table(dict(app, **store))
     lines += ["",
               "**The dir backend and the seeds' lock files** (`tests/bench/lock`, dir rows), "
               "against a bare `mkdir` + `rmdir` on the same filesystem, in one run per "
