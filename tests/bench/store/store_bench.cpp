@@ -37,7 +37,7 @@
 #include <kagi/store/data_dir.hpp>
 #include <kagi/store/durable_scope.hpp>
 #include <kagi/util/log.hpp>
-#include "support/checked_reporter.hpp"
+#include "support/scratch_main.hpp"
 
 namespace {
 
@@ -46,15 +46,7 @@ using kagi::store::DataDir;
 using kagi::store::DataOptions;
 
 // One scratch directory per process; main() removes it.
-const fs::path& scratch() {
-  static const fs::path dir = [] {
-    const char* base = std::getenv("KAGI_BENCH_DIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/kagi-store-bench-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) std::abort();
-    return fs::path(tmpl);
-  }();
-  return dir;
-}
+const fs::path& scratch() { return kagi::bench::scratch_dir("kagi-store-bench"); }
 
 struct Fixture {
   std::unique_ptr<kagi::lock::LockService> service;
@@ -217,14 +209,4 @@ BENCHMARK(BM_BareFlush)->UseRealTime();
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  kagi::util::set_log_level(kagi::util::LogLevel::kWarn);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  kagi::bench::CheckedReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  std::error_code ec;
-  fs::remove_all(scratch(), ec);
-  return kagi::bench::checked_exit_code(reporter);
-}
+int main(int argc, char** argv) { return kagi::bench::run_in_scratch(argc, argv); }
