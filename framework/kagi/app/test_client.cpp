@@ -34,10 +34,7 @@ class WaitingResponder : public Responder {
   std::optional<http::Response> take(std::chrono::milliseconds bound) {
     const auto deadline = std::chrono::steady_clock::now() + bound;
     util::MutexLock lock(mu_);
-    while (!answer_) {
-      if (answered_.wait_until(mu_, deadline) == std::cv_status::timeout && !answer_) {
-        return std::nullopt;
-      }
+    while (!answer_ && answered_.wait_until(mu_, deadline) != std::cv_status::timeout) {
     }
     return std::move(answer_);
   }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <kagi/app/http_error.hpp>
+#include <kagi/app/test_client.hpp>
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/view/page_cache.hpp>
 #include <kagi/view/views.hpp>
@@ -352,6 +353,31 @@ TEST_F(AppTest, HttpsUsesTheHostPrefixedCookie) {
   auto plain = post("/form", "x=1&_csrf=" + token_, token_);
   plain.https = true;
   EXPECT_EQ(run(std::move(plain)).status, 403);
+}
+
+// TestClient takes an answer given after handle() returned (a parked request answered from
+// another thread), and gives up at its bound when none comes.
+TEST_F(AppTest, TestClientWaitsForALateAnswerUpToItsBound) {
+  std::thread answerer;
+  app_->router().get("/later", [&answerer](Request&, Context& ctx) {
+    answerer = std::thread([d = ctx.defer()] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      d.complete(Response::text("later"));
+    });
+    return Response::text("unused: the request is parked");
+  });
+  TestClient browser(*app_);
+  const http::Response late = browser.get("/later");
+  answerer.join();
+  EXPECT_EQ(late.status, 200);
+  EXPECT_EQ(late.body, "later");
+
+  http::Request never;
+  never.method = "GET";
+  never.target = "/park";
+  EXPECT_THROW(browser.send(never, std::chrono::milliseconds(50)), std::runtime_error);
+  ASSERT_TRUE(static_cast<bool>(parked_));
+  EXPECT_TRUE(parked_.complete(Response::text("too late")));  // to nobody waiting: no harm
 }
 
 }  // namespace
