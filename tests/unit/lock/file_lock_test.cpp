@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +169,62 @@ TEST(FileLocksTest, OverlappingReadersDoNotStarveAnotherProcessWriter) {
   std::printf("writer of the other process waited %lld ms\n",
               static_cast<long long>(
                   std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+}
+
+// A process whose threads pass a name among themselves lets it go when its batch runs out and
+// a waiter of another process has marked its intent. Then its own threads must leave the
+// file lock to that waiter, not take it back with a non-blocking try before the woken waiter
+// runs: so the other process's waiter is passed over by at most the batch in progress and
+// one more (one more if it marked its intent just after a batch was renewed).
+TEST(FileLocksTest, AProcessThatYieldsTheNameLeavesItToTheOtherProcess) {
+  TempDir dir;
+  FileLocks files_a(dir.path(), SIGRTMIN + 5), files_b(dir.path(), SIGRTMIN + 5);
+  LockTable a(&files_a), b(&files_b);
+  std::mutex count_mu;  // the grants are counted under the name's lock; TSan cannot see flock
+  long a_grants = 0;
+  auto a_count = [&] {
+    std::lock_guard<std::mutex> hold(count_mu);
+    return a_grants;
+  };
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> passers;
+  for (int i = 0; i < 3; ++i) {
+    passers.emplace_back([&] {
+      while (!stop) {
+        LockTable::Grant g;
+        if (a.acquire("hot", Mode::kExclusive, Clock::now() + 10s, g)) continue;
+        {
+          std::lock_guard<std::mutex> hold(count_mu);
+          ++a_grants;
+        }
+        a.release(g);
+      }
+    });
+  }
+  while (a_count() < 100) std::this_thread::yield();  // A's threads pass the name around
+  constexpr int kWaits = 100;
+  std::vector<long> passed_over;  // A's grants during each wait of B's
+  for (int i = 0; i < kWaits; ++i) {
+    const long before = a_count();
+    LockTable::Grant g;
+    const std::error_code ec = b.acquire("hot", Mode::kExclusive, Clock::now() + 10s, g);
+    ASSERT_FALSE(ec) << ec.message();
+    passed_over.push_back(a_count() - before);
+    b.release(g);
+    std::this_thread::sleep_for(200us);  // a request's other work, away from the lock
+  }
+  stop = true;
+  for (auto& t : passers) t.join();
+  std::sort(passed_over.begin(), passed_over.end());
+  const long median = passed_over[kWaits / 2], p90 = passed_over[kWaits * 9 / 10],
+             most = passed_over.back();
+  std::printf(
+      "the other process's waiter was passed over by A's grants: median %ld, p90 %ld, "
+      "max %ld (batches of %d)\n",
+      median, p90, most, LockTable::kMaxBatch);
+  // The bound holds unless the woken waiter is not scheduled within the yield's wait (a
+  // batch's time, kMaxBatchHold); p90 leaves room for that on a loaded machine.
+  EXPECT_LE(p90, 2 * LockTable::kMaxBatch + 2);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <kagi/lock/detail/table.hpp>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -76,6 +77,10 @@ struct LockTable::Entry : detail::ListNode<Entry, IdleTag> {
   // (zero until then).
   int batch KAGI_GUARDED_BY(shard->mu) = 0;
   Clock::time_point file_since KAGI_GUARDED_BY(shard->mu);
+  // When this process last let the file lock go because a batch ran out with another
+  // process's waiter marked (zero: it did not, or that yield was served): until that waiter
+  // has taken it, this process's threads must not take it back (see ensure_file).
+  Clock::time_point yielded_at KAGI_GUARDED_BY(shard->mu);
 };
 
 namespace {
@@ -169,6 +174,7 @@ void unref(Entry* e, size_t max_idle) KAGI_REQUIRES(e->shard->mu) {
     dead->file = FileState::kNone;
     dead->batch = 0;
     dead->file_since = {};
+    dead->yielded_at = {};
     shard.spares.push_back(std::move(dead));
   }
   // A burst of distinct names grows the bucket array; give it back once the shard is idle.
@@ -202,6 +208,15 @@ Entry* find_or_create(LockTable::Shard& shard, std::string_view name) KAGI_REQUI
   return raw;
 }
 
+// Until when must the next taker of `e`'s file lock leave it to the other process's waiter
+// this process yielded to (zero: it need not)? A waiting call gives the waiter up to
+// kMaxBatchHold, a batch's own bound, to be scheduled and take the lock.
+Clock::time_point leave_to_other_process_until(Entry* e, bool no_wait) KAGI_REQUIRES(e->shard->mu) {
+  if (e->yielded_at == Clock::time_point{} || no_wait) return {};
+  const Clock::time_point until = e->yielded_at + LockTable::kMaxBatchHold;
+  return Clock::now() < until ? until : Clock::time_point{};
+}
+
 // The in-process grant is made: now make sure this process holds the file lock in a mode
 // that covers `mode`. The shard mutex is released while opening the file or waiting for it.
 std::error_code ensure_file(FileLocks* files, Entry* e, std::string_view name, Mode mode,
@@ -225,7 +240,8 @@ std::error_code ensure_file(FileLocks* files, Entry* e, std::string_view name, M
       }
       continue;
     }
-    if (e->fd) {
+    const Clock::time_point leave_until = leave_to_other_process_until(e, no_wait);
+    if (e->fd && leave_until == Clock::time_point{}) {
       // The descriptor is known: one non-blocking try right here, without giving up the
       // shard mutex (the uncontended case; it never blocks).
       std::error_code ec = FileLocks::try_lock(e->fd.get(), mode);
@@ -235,6 +251,7 @@ std::error_code ensure_file(FileLocks* files, Entry* e, std::string_view name, M
     // Open the file and/or wait for it with the mutex released; file_busy keeps other
     // holders of this process off the descriptor meanwhile.
     e->file_busy = true;
+    e->yielded_at = {};  // this taker serves the yield
     int fd = e->fd.get();
     e->shard->mu.unlock();
     util::UniqueFd opened;
@@ -242,6 +259,9 @@ std::error_code ensure_file(FileLocks* files, Entry* e, std::string_view name, M
     if (fd < 0) {
       ec = files->open(name, opened);
       fd = opened.get();
+    } else if (leave_until != Clock::time_point{}) {
+      const bool waited = FileLocks::await_other_waiters(fd, std::min(leave_until, deadline));
+      if (waited && contended) *contended = true;
     }
     if (!ec) ec = files->lock(fd, mode, deadline, contended);
     e->shard->mu.lock();
@@ -263,11 +283,13 @@ void name_freed(Entry* e) KAGI_REQUIRES(e->shard->mu) {
   // Keep the file lock for the next waiter (no system calls) if it covers the waiter's mode
   // and the batch lasts; otherwise give other processes their turn.
   if (e->file != FileState::kNone) {
-    const bool keep =
-        next && (e->file == FileState::kExclusive || next->mode == Mode::kShared) && batch_lasts(e);
-    if (!keep) {
+    const bool covers_next =
+        next && (e->file == FileState::kExclusive || next->mode == Mode::kShared);
+    if (!covers_next || !batch_lasts(e)) {
       FileLocks::unlock(e->fd.get());
       e->file = FileState::kNone;
+      // A batch ran out with another process's waiter marked: the lock is owed to it.
+      if (covers_next) e->yielded_at = Clock::now();
     }
   }
   if (!next) return;

@@ -21,6 +21,9 @@
 //    writer of another process is waiting. If none is, a new batch starts; if one is,
 //    newcomers queue, the holders drain, the file lock is released and the writer gets its
 //    turn. So readers of one process never starve writers of another.
+//  - A yield is kept: after the file lock was released that way, this process's next taker
+//    of it waits (polling the intent mark, at most kMaxBatchHold) until the other process's
+//    waiter has taken it, instead of retaking the free lock before the woken waiter runs.
 //  - On release, if the next waiter is covered by the file lock already held (exclusive covers
 //    both), the file lock stays held for it (or for a running writer that takes the name
 //    first), so the name passes without system calls, within the same batch bounds.
