@@ -22,9 +22,9 @@ KAGI_TEST_PACKAGES=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev clang
   dpkg-dev doxygen postgresql nfs-kernel-server php8.2-cli redis-server)
 # (nfs-kernel-server: integration_lock_dir_nfs exports and mounts a folder over loopback where
 # the kernel has the NFS server and client; elsewhere it skips, saying why.)
-# What scripts/bench needs on top.
+# What scripts/bench needs on top (apache2-utils: htpasswd, for kagi's admin statistics).
 KAGI_BENCH_PACKAGES=(wrk nginx spawn-fcgi python3 php8.2-fpm php8.2-opcache libfcgi-dev
-  postgresql redis-server nodejs linux-perf)
+  postgresql redis-server nodejs linux-perf apache2-utils)
 
 # Each step says how long the script has run, so a slow step shows in any log (CI's included).
 log() { printf '\n== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }

@@ -11,6 +11,7 @@ synchronous_commit = on waits for the WAL flush), behind one nginx upstream.
 """
 
 import argparse
+import base64
 import glob
 import datetime
 import json
@@ -81,16 +82,20 @@ class Bench:
                                  "--", "sleep", str(seconds)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def scenario(self, name, url, script=None, script_env=None, stored=None, timed=True):
+    def scenario(self, name, url, script=None, script_env=None, stored=None, timed=True,
+                 inside=None):
         """Runs one scenario; `stored` returns the number of stored writes (for lost). timed=False:
         wrk's latencies mean nothing for it (a pipelined batch is timed as one request), and the
-        report shows none."""
+        report shows none. `inside` returns kagi's own statistics (kagi_stats): the row then
+        also says what kagi measured of the rounds (inside_kagi)."""
         before = stored() if stored else 0
         warm = wrk(url, self.args.warmup, script, script_env)
         profiler = self.start_profile(name)
         pids = self.processes.get(urllib.parse.urlsplit(url).port, [])
         cost = ProcessCost(pids) if pids else None
+        inside_before = inside() if inside else None
         rounds = [wrk(url, self.args.seconds, script, script_env) for _ in range(self.args.rounds)]
+        inside_after = inside() if inside else None
         if profiler:
             profiler.wait()
         row = {"name": name,
@@ -100,16 +105,20 @@ class Bench:
                "errors": sum(r["errors"] for r in rounds), "timed": timed}
         if cost:
             row["cost"] = cost.per_request(sum(r["rps"] for r in rounds) * self.args.seconds)
+        if inside:
+            row["inside"] = inside_kagi(inside_before, inside_after)
         if stored:
             # Every write the warm-up and the rounds got acknowledged, against every write
             # stored meanwhile.
             row["acked"] = sum(r["acked"] or 0 for r in [warm] + rounds)
             row["stored"] = stored() - before
         self.rows.append(row)
-        print("  %-34s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms%s" % (
+        print("  %-34s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms%s%s" % (
             name, row["rps"], row["p50"], row["p99"],
-            "" if not stored else "  acked %d, stored %d" % (row["acked"], row["stored"])),
-            flush=True)
+            "" if not stored else "  acked %d, stored %d" % (row["acked"], row["stored"]),
+            "" if not inside else "  (inside kagi: handling p99 <= %s, %s waits p99 <= %s)" % (
+                duration_text(row["inside"]["handling_p99_us"]), row["inside"]["prefix"],
+                duration_text(row["inside"]["wait_p99_us"]))), flush=True)
         return row
 
 
@@ -142,6 +151,71 @@ class ProcessCost:
         n = max(requests, 1)
         return {"cpu_us": (ticks - self.start[0]) * 1e6 / os.sysconf("SC_CLK_TCK") / n,
                 "switches": (switches - self.start[1]) / n}
+
+
+ADMIN_USER, ADMIN_PASSWORD = "bench", "bench-only-password"
+
+
+def admin_htpasswd(env):
+    """An htpasswd file for kagi's admin routes, which the rows read kagi's statistics from."""
+    path = env.path("admin.htpasswd")
+    if not os.path.exists(path):
+        subprocess.run(["htpasswd", "-cbB", path, ADMIN_USER, ADMIN_PASSWORD], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
+
+
+def kagi_stats(port):
+    """The "stats" object of kagi's /admin/locks.json on `port` (docs/ADMIN.md): the sums of
+    every process of the host since it started."""
+    auth = base64.b64encode(("%s:%s" % (ADMIN_USER, ADMIN_PASSWORD)).encode()).decode()
+    r = harness.request(port, "GET", "/admin/locks.json",
+                        headers={"Authorization": "Basic " + auth})
+    if r.status != 200:
+        raise RuntimeError("/admin/locks.json: %d %s" % (r.status, r.text()[:200]))
+    return json.loads(r.body)["stats"]
+
+
+def bucket_delta(after, before):
+    """A histogram's buckets (log scale: bucket i counts durations below 2^i µs) gained between
+    two snapshots; `before` may be None (the histogram was new)."""
+    old = before["buckets"] if before else [0] * len(after["buckets"])
+    return [a - b for a, b in zip(after["buckets"], old)]
+
+
+def bound_us(buckets, q):
+    """The bucket bound below which at least `q` of the samples fall (None without samples)."""
+    total = sum(buckets)
+    if total == 0:
+        return None
+    seen = 0
+    for i, n in enumerate(buckets):
+        seen += n
+        if seen >= q * total:
+            return 2 ** i
+    return 2 ** (len(buckets) - 1)
+
+
+def inside_kagi(before, after):
+    """What kagi itself measured between two kagi_stats snapshots: its handling of the busiest
+    route (from its request read to its answer's last byte handed to the front end) and the
+    waits for the busiest lock prefix, each as a p99 bucket bound."""
+    def busiest(items, key, hist):
+        old = dict((item[key], item) for item in before[items])
+        gained = [(sum(bucket_delta(item[hist], old.get(item[key], {}).get(hist))), item)
+                  for item in after[items]]
+        count, item = max(gained, key=lambda g: g[0])
+        return count, item, old.get(item[key])
+    count, route, old_route = busiest("requests", "route", "duration")
+    acquisitions, prefix, old_prefix = busiest("prefixes", "prefix", "wait")
+    wait = bucket_delta(prefix["wait"], old_prefix["wait"] if old_prefix else None)
+    contended = prefix["contended"] - (old_prefix["contended"] if old_prefix else 0)
+    return {"route": route["route"], "requests": count,
+            "handling_p99_us": bound_us(bucket_delta(
+                route["duration"], old_route["duration"] if old_route else None), 0.99),
+            "prefix": prefix["prefix"], "acquisitions": acquisitions,
+            "contended": contended / float(max(acquisitions, 1)),
+            "wait_p99_us": bound_us(wait, 0.99)}
 
 
 PEERS = os.path.join(HERE, "..", "peers")
@@ -291,7 +365,8 @@ def kagi_settings(env, fsync, name):
 
 def run_kagi(env, fsync, extra=()):
     sock = env.path("kagi-%s.sock" % fsync)
-    pids = env.spawn_fcgi(sock, 2, 4, kagi_settings(env, fsync, fsync) + list(extra))
+    pids = env.spawn_fcgi(sock, 2, 4, kagi_settings(env, fsync, fsync) + list(extra) +
+                          ["admin.htpasswd=" + admin_htpasswd(env)])
     harness.wait_for_unix(sock)
     return sock, pids
 
@@ -495,11 +570,12 @@ def same_bytes(port, token, path):
 
 
 def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floor=None,
-                  append_floor=None):
+                  append_floor=None, inside=None):
     """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
     ends the write rows' names, `read_tag` goes inside the read rows' parentheses. `floor`
     (same_bytes_floors) measures a floor answering the same bytes before each big read,
-    `append_floor()` (write_floor) the floor of a locked write before the writes."""
+    `append_floor()` (write_floor) the floor of a locked write before the writes. `inside`
+    (kagi_stats, for kagi) adds what kagi measured of its write rows."""
     url = "http://127.0.0.1:%d" % port
     post = os.path.join(HERE, "post.lua")
     rows = {}
@@ -514,17 +590,17 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floo
     rows["post1"] = bench.scenario(
         "%s BBS post, 1 board%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"},
-        stored=lambda: bbs_total(port, "general"))
+        stored=lambda: bbs_total(port, "general"), inside=inside)
     boards = ["b%d" % i for i in range(8)]
     rows["post8"] = bench.scenario(
         "%s BBS post, 8 boards%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": ",".join("/bbs/%s/post" % b for b in boards)},
-        stored=lambda: sum(bbs_total(port, b) for b in boards))
+        stored=lambda: sum(bbs_total(port, b) for b in boards), inside=inside)
     rows["say"] = bench.scenario(
         "%s chat say%s" % (who, tag), url, post,
         {"KAGI_CSRF": token, "KAGI_PATHS": "/chat/lobby/say", "KAGI_FIELD": "text",
          "KAGI_OK": "200"},
-        stored=lambda: chat_last(port))
+        stored=lambda: chat_last(port), inside=inside)
     if reads:
         if floor:
             rows["poll_floor"] = floor("poll", same_bytes(
@@ -612,14 +688,16 @@ def run_all(bench, env):
     r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)",
                               floor=c_floor,
                               append_floor=lambda: write_floor(bench, ports["c_append"],
-                                                               append_log))
+                                                               append_log),
+                              inside=lambda: kagi_stats(ports["kagi"]))
     r["rss"] = peak_rss_kib(pids)
     always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
     # What the rows before wrote without fsync is still dirty (tens of MB): written out now, so
     # that the durable rows flush their own posts, not the never rows' leftovers.
     os.sync()
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
-                                " (data.fsync=always, the default)", reads=False)
+                                " (data.fsync=always, the default)", reads=False,
+                                inside=lambda: kagi_stats(ports["always"]))
     r["pg"] = pg_scenarios(bench, env, pg_ports, ("never", "always"), durable=True, reads=True)
     r["http"] = embedded_scenarios(bench, env, ports["base"], static_floor)
     return r
@@ -718,6 +796,13 @@ def ratio_table(lines, header, ratios):
     lines += ["| %s | %.2f× | %.2f× |" % ratio for ratio in ratios]
 
 
+def duration_text(us):
+    """A bucket bound in µs as text: 512 µs, 2 ms."""
+    if us is None:
+        return "—"
+    return "%d µs" % us if us < 1000 else "%g ms" % (us / 1000.0)
+
+
 def write_report(path, bench, results, command):
     base = results["baseline"]
     lines = [
@@ -792,6 +877,28 @@ def write_report(path, bench, results, command):
         ]
         lines += ["| %s | %.1f | %.2f |" % (r["name"], r["cost"]["cpu_us"], r["cost"]["switches"])
                   for r in costs]
+    insides = [r for r in bench.rows if r.get("inside")]
+    if insides:
+        lines += [
+            "",
+            "### Where the write rows' tails are",
+            "",
+            "Over each kagi write row's timed rounds, kagi's own statistics (`/admin/locks.json`, "
+            "summed over the host's processes): how long kagi took to handle the row's route, "
+            "from the complete request in hand to its finished answer, and how long its requests "
+            "waited for the lock prefix taken most, each as the bound of the log-scale bucket "
+            "(powers of two, in µs) under which 99% fall. A tail that wrk sees and kagi's "
+            "handling does not have was spent before kagi had the request: in nginx, in the "
+            "sockets, or waiting for one of the two cores.",
+            "",
+            "| row | wrk p50 / p99 ms | kagi's handling p99 | lock waits p99 | waited for the lock |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in insides:
+            i = r["inside"]
+            lines.append("| %s | %.2f / %.2f | ≤ %s (`%s`) | ≤ %s (`%s`) | %.0f%% |" % (
+                r["name"], r["p50"], r["p99"], duration_text(i["handling_p99_us"]), i["route"],
+                duration_text(i["wait_p99_us"]), i["prefix"], 100 * i["contended"]))
     lines += [
         "",
         "## All rows",
@@ -892,7 +999,8 @@ def run_smoke(bench, env):
                 kagi_server("kagi_pg_never", pg_sockets(env, "never"), pg_ports["never"]))
     harness.wait_for_port(pg_ports["never"], None, "nginx")
     token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
-    app_scenarios(bench, "kagi", ports["kagi"], token, " (data.fsync=never)", reads=False)
+    app_scenarios(bench, "kagi", ports["kagi"], token, " (data.fsync=never)", reads=False,
+                  inside=lambda: kagi_stats(ports["kagi"]))
     pg_scenarios(bench, env, pg_ports, ("never",), durable=False, reads=False)
 
 
