@@ -227,5 +227,48 @@ TEST(FileLocksTest, AProcessThatYieldsTheNameLeavesItToTheOtherProcess) {
   EXPECT_LE(p90, 2 * LockTable::kMaxBatch + 2);
 }
 
+// A waiter's intent mark that is never withdrawn (its process was stopped while it waited)
+// must not make the holding process wait out the yield's bound after every batch: the first
+// unanswered yield is waited for, the next ones are not, until a batch finds nobody waiting.
+TEST(FileLocksTest, AMarkNobodyAnswersIsWaitedForOnceNotAfterEveryBatch) {
+  TempDir dir;
+  FileLocks files(dir.path(), SIGRTMIN + 5), stopped_files(dir.path(), SIGRTMIN + 5);
+  LockTable table(&files);
+  util::UniqueFd stopped;
+  ASSERT_FALSE(stopped_files.open("hot", stopped));
+  struct flock mark {};
+  mark.l_type = F_RDLCK;
+  mark.l_whence = SEEK_SET;
+  mark.l_start = 1;  // where waiters mark their intent (file_lock.cpp)
+  mark.l_len = 1;
+  ASSERT_EQ(::fcntl(stopped.get(), F_OFD_SETLK, &mark), 0);
+  util::UniqueFd probe;  // the mark is what the table's batches see
+  ASSERT_FALSE(files.open("hot", probe));
+  ASSERT_TRUE(FileLocks::writer_waiting(probe.get()));
+
+  // Three threads pass the name for a hundred batches. Were every yield waited for to its
+  // bound, that alone would take 100 × kMaxBatchHold (2 s).
+  constexpr long kGrants = 100L * LockTable::kMaxBatch;
+  std::atomic<long> grants{0};
+  const auto started = Clock::now();
+  std::vector<std::thread> passers;
+  for (int i = 0; i < 3; ++i) {
+    passers.emplace_back([&] {
+      while (grants < kGrants) {
+        LockTable::Grant g;
+        ASSERT_FALSE(table.acquire("hot", Mode::kExclusive, Clock::now() + 10s, g));
+        ++grants;
+        table.release(g);
+      }
+    });
+  }
+  for (auto& t : passers) t.join();
+  const auto took = Clock::now() - started;
+  std::printf(
+      "%ld grants beside a mark nobody answers: %lld ms\n", grants.load(),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_LT(took, 100 * LockTable::kMaxBatchHold / 2);
+}
+
 }  // namespace
 }  // namespace kagi::lock

@@ -154,18 +154,18 @@ bool FileLocks::writer_waiting(int fd) {
   return fl.l_type != F_UNLCK;
 }
 
-bool FileLocks::await_other_waiters(int fd, Clock::time_point until) {
+FileLocks::OtherWaiters FileLocks::await_other_waiters(int fd, Clock::time_point until) {
   // The waiter drops its mark as soon as it holds the lock: a scheduling delay away.
   auto pause = std::chrono::microseconds(20);
-  bool waited = false;
+  OtherWaiters seen = OtherWaiters::kNone;
   while (writer_waiting(fd)) {
     const auto now = Clock::now();
-    if (now >= until) break;
-    waited = true;
+    if (now >= until) return OtherWaiters::kStillWaiting;
+    seen = OtherWaiters::kServed;
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, until - now));
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::microseconds(500));
   }
-  return waited;
+  return seen;
 }
 
 std::error_code FileLocks::wait_with_timer(int fd, int type, Clock::time_point deadline) const {

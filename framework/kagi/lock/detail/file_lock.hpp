@@ -67,10 +67,11 @@ class FileLocks {
   // when a batch of system-call-free grants runs out.
   static bool writer_waiting(int fd);
   // Waits, polling writer_waiting() with short sleeps, until no thread of another process
-  // waits for `fd`'s lock or `until` passes. True if it had to wait. This process calls it
-  // after yielding the lock to such a waiter, so that its own threads leave the free lock to
-  // the waiter the kernel woke instead of taking it back first (flock keeps no queue).
-  static bool await_other_waiters(int fd, Clock::time_point until);
+  // waits for `fd`'s lock or `until` passes. This process calls it after yielding the lock to
+  // such a waiter, so that its own threads leave the free lock to the waiter the kernel woke
+  // instead of taking it back first (flock keeps no queue).
+  enum class OtherWaiters { kNone, kServed, kStillWaiting };  // at the first look; gone; at `until`
+  static OtherWaiters await_other_waiters(int fd, Clock::time_point until);
 
   bool signal_waits() const { return wait_signal_ != 0; }
 

@@ -81,6 +81,9 @@ struct LockTable::Entry : detail::ListNode<Entry, IdleTag> {
   // process's waiter marked (zero: it did not, or that yield was served): until that waiter
   // has taken it, this process's threads must not take it back (see ensure_file).
   Clock::time_point yielded_at KAGI_GUARDED_BY(shard->mu);
+  // A yield's waiter never took the lock within the bound (a stopped process keeps its mark):
+  // further yields are not waited for until a batch's probe finds nobody waiting.
+  bool yield_unanswered KAGI_GUARDED_BY(shard->mu) = false;
 };
 
 namespace {
@@ -106,6 +109,7 @@ bool batch_lasts(Entry* e) KAGI_REQUIRES(e->shard->mu) {
     return true;
   }
   if (FileLocks::writer_waiting(e->fd.get())) return false;
+  e->yield_unanswered = false;
   e->batch = 0;
   e->file_since = now;
   return true;
@@ -175,6 +179,7 @@ void unref(Entry* e, size_t max_idle) KAGI_REQUIRES(e->shard->mu) {
     dead->batch = 0;
     dead->file_since = {};
     dead->yielded_at = {};
+    dead->yield_unanswered = false;
     shard.spares.push_back(std::move(dead));
   }
   // A burst of distinct names grows the bucket array; give it back once the shard is idle.
@@ -256,15 +261,19 @@ std::error_code ensure_file(FileLocks* files, Entry* e, std::string_view name, M
     e->shard->mu.unlock();
     util::UniqueFd opened;
     std::error_code ec;
+    bool unanswered = false;
     if (fd < 0) {
       ec = files->open(name, opened);
       fd = opened.get();
     } else if (leave_until != Clock::time_point{}) {
-      const bool waited = FileLocks::await_other_waiters(fd, std::min(leave_until, deadline));
-      if (waited && contended) *contended = true;
+      using Others = FileLocks::OtherWaiters;
+      const Others others = FileLocks::await_other_waiters(fd, std::min(leave_until, deadline));
+      if (others != Others::kNone && contended) *contended = true;
+      unanswered = others == Others::kStillWaiting && leave_until <= deadline;
     }
     if (!ec) ec = files->lock(fd, mode, deadline, contended);
     e->shard->mu.lock();
+    if (unanswered) e->yield_unanswered = true;
     if (opened) e->fd = std::move(opened);
     e->file_busy = false;
     e->file_cv.notify_all();
@@ -289,7 +298,7 @@ void name_freed(Entry* e) KAGI_REQUIRES(e->shard->mu) {
       FileLocks::unlock(e->fd.get());
       e->file = FileState::kNone;
       // A batch ran out with another process's waiter marked: the lock is owed to it.
-      if (covers_next) e->yielded_at = Clock::now();
+      if (covers_next && !e->yield_unanswered) e->yielded_at = Clock::now();
     }
   }
   if (!next) return;

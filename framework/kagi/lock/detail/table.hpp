@@ -24,6 +24,8 @@
 //  - A yield is kept: after the file lock was released that way, this process's next taker
 //    of it waits (polling the intent mark, at most kMaxBatchHold) until the other process's
 //    waiter has taken it, instead of retaking the free lock before the woken waiter runs.
+//    A waiter that does not take it within that bound (its process stopped) is not waited
+//    for again until a batch's probe finds nobody waiting.
 //  - On release, if the next waiter is covered by the file lock already held (exclusive covers
 //    both), the file lock stays held for it (or for a running writer that takes the name
 //    first), so the name passes without system calls, within the same batch bounds.
