@@ -363,9 +363,12 @@ def kagi_settings(env, fsync, name):
             "data.dir=" + env.path("data-" + name), "locks.dir=" + env.path("locks-" + name)]
 
 
-def run_kagi(env, fsync, extra=()):
-    sock = env.path("kagi-%s.sock" % fsync)
-    pids = env.spawn_fcgi(sock, 2, 4, kagi_settings(env, fsync, fsync) + list(extra) +
+def run_kagi(env, fsync, extra=(), processes=2, name=None):
+    """One kagi host under spawn-fcgi: `processes` x 4 threads, data and locks of its own
+    (`name`, by default `fsync`)."""
+    name = name or fsync
+    sock = env.path("kagi-%s.sock" % name)
+    pids = env.spawn_fcgi(sock, processes, 4, kagi_settings(env, fsync, name) + list(extra) +
                           ["admin.htpasswd=" + admin_htpasswd(env)])
     harness.wait_for_unix(sock)
     return sock, pids
@@ -383,6 +386,7 @@ def kagi_server(name, sockets, port):
     }""" % (name, " ".join("server unix:%s;" % s for s in sockets), port, name)
 
 
+ONE_PROCESS = "1 process x 4 threads"
 PG_HOSTS = 2
 PG_TAG = "2 hosts, PostgreSQL, synchronous_commit=%s"  # data.fsync never/always: off/on
 SYNC = {"never": "off", "always": "on"}
@@ -647,11 +651,13 @@ def run_all(bench, env):
     """Everything behind one nginx: the baselines, the peers, kagi with data.fsync=never (the
     peers' durability: no fsync) and kagi with its default, always; then kagi on two hosts
     sharing PostgreSQL, with each of the two."""
-    ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always", "c_page",
-                                               "c_poll", "c_append")}
+    ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always", "one",
+                                               "c_page", "c_poll", "c_append")}
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
     always_sock, always_pids = run_kagi(env, "always")
+    # The same host as one process: its locks never cross processes.
+    one_sock, one_pids = run_kagi(env, "never", processes=1, name="one")
     c_sock, c_pid = start_c_hello(env)
     append_log = env.path("c-append.log")
     append_sock, append_pid = start_c_hello(env, "c-append", ["--append", append_log])
@@ -660,9 +666,11 @@ def run_all(bench, env):
     bench.watch(ports["c"], [c_pid])
     bench.watch(ports["c_append"], [append_pid])
     bench.watch(ports["always"], always_pids)
+    bench.watch(ports["one"], one_pids)
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
     extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
+    extra += kagi_server("kagi_one", [one_sock], ports["one"])
     # The same-bytes C peers start when kagi's answers are known (same_bytes_floors).
     for key in SAME_BYTES:
         extra += c_server("c_" + key, env.path("c-%s.sock" % key), ports["c_" + key])
@@ -671,7 +679,8 @@ def run_all(bench, env):
     for fsync, port in pg_ports.items():
         extra += kagi_server("kagi_pg_" + fsync, pg_sockets(env, fsync), port)
     start_nginx(env, ports["kagi"], ports["base"], sock, extra)
-    for port in [ports[k] for k in ("c", "php", "always", "c_page", "c_poll", "c_append")] + \
+    for port in [ports[k] for k in ("c", "php", "always", "one", "c_page", "c_poll",
+                                    "c_append")] + \
             list(pg_ports.values()):
         harness.wait_for_port(port, None, "nginx")
 
@@ -691,6 +700,12 @@ def run_all(bench, env):
                                                                append_log),
                               inside=lambda: kagi_stats(ports["kagi"]))
     r["rss"] = peak_rss_kib(pids)
+    r["hello_one"] = bench.scenario("kagi hello (%s)" % ONE_PROCESS,
+                                    "http://127.0.0.1:%d/_test/hello" % ports["one"])
+    one_token = harness.request(ports["one"], "GET", "/").cookies()["kagi_csrf"]
+    r["one"] = app_scenarios(bench, "kagi", ports["one"], one_token,
+                             " (data.fsync=never, %s)" % ONE_PROCESS, read_tag=", " + ONE_PROCESS,
+                             inside=lambda: kagi_stats(ports["one"]))
     always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
     # What the rows before wrote without fsync is still dirty (tens of MB): written out now, so
     # that the durable rows flush their own posts, not the never rows' leftovers.
@@ -727,10 +742,19 @@ def goals(r):
         out.append(("kagi %s: data.fsync=always vs never (group commit)" % what,
                     always[key]["rps"] / k[key]["rps"], want, None))
     # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
+    # Also the same host as one process (ONE_PROCESS), whose locks never cross processes.
     for key, what, want in (("page", "BBS page read", 0.9), ("post1", "BBS post, 1 board", 0.9),
                             ("say", "chat say", 0.9), ("poll", "chat poll (200 messages)", 0.75)):
         out.append(("kagi %s (data.fsync=never) vs libfcgi C hello" % what,
                     k[key]["rps"] / r["c_hello"]["rps"], want, None))
+    if "one" in r:
+        out.append(("kagi hello (%s) vs libfcgi C hello" % ONE_PROCESS,
+                    r["hello_one"]["rps"] / r["c_hello"]["rps"], 1.0, None))
+        for key, what, want in (("page", "BBS page read", 0.9),
+                                ("post1", "BBS post, 1 board", 0.9), ("say", "chat say", 0.9),
+                                ("poll", "chat poll (200 messages)", 0.75)):
+            out.append(("kagi %s (data.fsync=never, %s) vs libfcgi C hello" % (
+                what, ONE_PROCESS), r["one"][key]["rps"] / r["c_hello"]["rps"], want, None))
     # The embedded HTTP front end, against nginx `return 200` and Node.js, same run.
     h = r["http"]
     out.append(("kagi hello (embedded HTTP) vs nginx return 200", h["hello"]["rps"] /
@@ -810,12 +834,13 @@ def write_report(path, bench, results, command):
         "",
         "Regenerated by `%s` on %s (%s, %d cores). wrk -t%d -c%d through one nginx (the "
         "shipped `conf/nginx/kagi.conf` for kagi); kagi-demo (Release) under spawn-fcgi, "
-        "2 processes x 4 threads, access log off; PHP-FPM 8.2 (opcache on, static pool of %d); "
-        "the libfcgi C hello with %d threads. Each row: a %ds warm-up, then the median of %d "
-        "rounds of %ds. Every ratio is between numbers measured in this same run." % (
+        "2 processes x 4 threads (rows marked `%s`: one), access log off; PHP-FPM 8.2 "
+        "(opcache on, static pool of %d); the libfcgi C hello with %d threads. Each row: a %ds "
+        "warm-up, then the median of %d rounds of %ds. Every ratio is between numbers measured "
+        "in this same run." % (
             command, datetime.date.today().isoformat(), platform.machine(), os.cpu_count(),
-            THREADS, CONNECTIONS, bench.args.php_children, CONNECTIONS, bench.args.warmup,
-            bench.args.rounds, bench.args.seconds),
+            THREADS, CONNECTIONS, ONE_PROCESS, bench.args.php_children, CONNECTIONS,
+            bench.args.warmup, bench.args.rounds, bench.args.seconds),
         "",
         "## Goals",
         "",
