@@ -652,12 +652,13 @@ def run_all(bench, env):
     peers' durability: no fsync) and kagi with its default, always; then kagi on two hosts
     sharing PostgreSQL, with each of the two."""
     ports = {k: harness.free_port() for k in ("kagi", "base", "c", "php", "always", "one",
-                                               "c_page", "c_poll", "c_append")}
+                                               "one_always", "c_page", "c_poll", "c_append")}
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
     always_sock, always_pids = run_kagi(env, "always")
     # The same host as one process: its locks never cross processes.
     one_sock, one_pids = run_kagi(env, "never", processes=1, name="one")
+    one_always_sock, one_always_pids = run_kagi(env, "always", processes=1, name="one-always")
     c_sock, c_pid = start_c_hello(env)
     append_log = env.path("c-append.log")
     append_sock, append_pid = start_c_hello(env, "c-append", ["--append", append_log])
@@ -667,10 +668,12 @@ def run_all(bench, env):
     bench.watch(ports["c_append"], [append_pid])
     bench.watch(ports["always"], always_pids)
     bench.watch(ports["one"], one_pids)
+    bench.watch(ports["one_always"], one_always_pids)
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
     extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
     extra += kagi_server("kagi_one", [one_sock], ports["one"])
+    extra += kagi_server("kagi_one_always", [one_always_sock], ports["one_always"])
     # The same-bytes C peers start when kagi's answers are known (same_bytes_floors).
     for key in SAME_BYTES:
         extra += c_server("c_" + key, env.path("c-%s.sock" % key), ports["c_" + key])
@@ -679,8 +682,8 @@ def run_all(bench, env):
     for fsync, port in pg_ports.items():
         extra += kagi_server("kagi_pg_" + fsync, pg_sockets(env, fsync), port)
     start_nginx(env, ports["kagi"], ports["base"], sock, extra)
-    for port in [ports[k] for k in ("c", "php", "always", "one", "c_page", "c_poll",
-                                    "c_append")] + \
+    for port in [ports[k] for k in ("c", "php", "always", "one", "one_always", "c_page",
+                                    "c_poll", "c_append")] + \
             list(pg_ports.values()):
         harness.wait_for_port(port, None, "nginx")
 
@@ -713,6 +716,11 @@ def run_all(bench, env):
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
                                 " (data.fsync=always, the default)", reads=False,
                                 inside=lambda: kagi_stats(ports["always"]))
+    one_always_token = harness.request(ports["one_always"], "GET", "/").cookies()["kagi_csrf"]
+    r["one_always"] = app_scenarios(
+        bench, "kagi", ports["one_always"], one_always_token,
+        " (data.fsync=always, %s)" % ONE_PROCESS, reads=False,
+        inside=lambda: kagi_stats(ports["one_always"]))
     r["pg"] = pg_scenarios(bench, env, pg_ports, ("never", "always"), durable=True, reads=True)
     r["http"] = embedded_scenarios(bench, env, ports["base"], static_floor)
     return r
@@ -741,6 +749,10 @@ def goals(r):
                             ("say", "chat say, 1 room", 0.5)):
         out.append(("kagi %s: data.fsync=always vs never (group commit)" % what,
                     always[key]["rps"] / k[key]["rps"], want, None))
+        if "one_always" in r:
+            out.append(("kagi %s: data.fsync=always vs never (group commit, %s)" % (
+                what, ONE_PROCESS), r["one_always"][key]["rps"] / r["one"][key]["rps"], want,
+                None))
     # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
     # Also the same host as one process (ONE_PROCESS), whose locks never cross processes.
     for key, what, want in (("page", "BBS page read", 0.9), ("post1", "BBS post, 1 board", 0.9),
