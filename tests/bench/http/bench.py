@@ -201,21 +201,21 @@ def inside_kagi(before, after):
     route (from its request read to its answer's last byte handed to the front end) and the
     waits for the busiest lock prefix, each as a p99 bucket bound."""
     def busiest(items, key, hist):
+        """(the item that gained most samples in `hist`, its gained buckets, its old self)."""
         old = dict((item[key], item) for item in before[items])
-        gained = [(sum(bucket_delta(item[hist], old.get(item[key], {}).get(hist))), item)
+        gained = [(item, bucket_delta(item[hist], old.get(item[key], {}).get(hist)))
                   for item in after[items]]
-        count, item = max(gained, key=lambda g: g[0])
-        return count, item, old.get(item[key])
-    count, route, old_route = busiest("requests", "route", "duration")
-    acquisitions, prefix, old_prefix = busiest("prefixes", "prefix", "wait")
-    wait = bucket_delta(prefix["wait"], old_prefix["wait"] if old_prefix else None)
-    contended = prefix["contended"] - (old_prefix["contended"] if old_prefix else 0)
-    return {"route": route["route"], "requests": count,
-            "handling_p99_us": bound_us(bucket_delta(
-                route["duration"], old_route["duration"] if old_route else None), 0.99),
+        item, buckets = max(gained, key=lambda g: sum(g[1]))
+        return item, buckets, old.get(item[key], {})
+    route, handled, _ = busiest("requests", "route", "duration")
+    prefix, waits, old_prefix = busiest("prefixes", "prefix", "wait")
+    acquisitions = sum(waits)
+    contended = prefix["contended"] - old_prefix.get("contended", 0)
+    return {"route": route["route"], "requests": sum(handled),
+            "handling_p99_us": bound_us(handled, 0.99),
             "prefix": prefix["prefix"], "acquisitions": acquisitions,
             "contended": contended / float(max(acquisitions, 1)),
-            "wait_p99_us": bound_us(wait, 0.99)}
+            "wait_p99_us": bound_us(waits, 0.99)}
 
 
 PEERS = os.path.join(HERE, "..", "peers")
@@ -518,7 +518,7 @@ def pg_scenarios(bench, env, ports, settings, durable, reads):
             for fsync in settings:
                 pids += run_pg_hosts(env, pg, fsync, secret)
             for i, fsync in enumerate(settings):
-                token = harness.request(ports[fsync], "GET", "/").cookies()["kagi_csrf"]
+                token = csrf_token(ports[fsync])
                 out[fsync] = app_scenarios(bench, "kagi", ports[fsync], token,
                                            " (%s)" % (PG_TAG % SYNC[fsync]),
                                            reads=reads and i == 0,
@@ -566,6 +566,11 @@ def seed_board(port, token, path="/bbs/general/post"):
             {"Content-Type": "application/x-www-form-urlencoded", "Cookie": "kagi_csrf=" + token})
         if r.status != 303:
             raise RuntimeError("seeding %s: %d %s" % (path, r.status, r.text()[:200]))
+
+
+def csrf_token(port):
+    """The CSRF token kagi on `port` sets in its cookie: what wrk's posts send back."""
+    return harness.request(port, "GET", "/").cookies()["kagi_csrf"]
 
 
 def same_bytes(port, token, path):
@@ -640,7 +645,7 @@ def embedded_scenarios(bench, env, base_port, floor=None):
                                     timed=False)
     r["hello_pipe"] = bench.scenario("kagi hello (embedded HTTP), pipelined x16", hello, pipe,
                                      timed=False)
-    token = harness.request(port, "GET", "/").cookies()["kagi_csrf"]
+    token = csrf_token(port)
     r["app"] = app_scenarios(bench, "kagi", port, token, " (embedded HTTP, data.fsync=never)",
                              read_tag=", embedded HTTP", floor=floor)
     r["rss"] = peak_rss_kib([proc.pid])
@@ -655,25 +660,23 @@ def run_all(bench, env):
                                                "one_always", "c_page", "c_poll", "c_append")}
     pg_ports = {fsync: harness.free_port() for fsync in SYNC}
     sock, pids = run_kagi(env, "never")
-    always_sock, always_pids = run_kagi(env, "always")
-    # The same host as one process: its locks never cross processes.
-    one_sock, one_pids = run_kagi(env, "never", processes=1, name="one")
-    one_always_sock, one_always_pids = run_kagi(env, "always", processes=1, name="one-always")
+    # Beside it, each behind an nginx server of its own: kagi's default durability, and the
+    # same host as one process (its locks never cross processes) with each of the two.
+    hosts = {"always": run_kagi(env, "always"),
+             "one": run_kagi(env, "never", processes=1, name="one"),
+             "one_always": run_kagi(env, "always", processes=1, name="one-always")}
     c_sock, c_pid = start_c_hello(env)
     append_log = env.path("c-append.log")
     append_sock, append_pid = start_c_hello(env, "c-append", ["--append", append_log])
-    extra_c = c_server("c_append", append_sock, ports["c_append"])
     bench.watch(ports["kagi"], pids)
     bench.watch(ports["c"], [c_pid])
     bench.watch(ports["c_append"], [append_pid])
-    bench.watch(ports["always"], always_pids)
-    bench.watch(ports["one"], one_pids)
-    bench.watch(ports["one_always"], one_always_pids)
     php_sock, php_data = start_php_fpm(env, bench.args.php_children)
     extra = peer_servers(ports["c"], c_sock, ports["php"], php_sock, php_data)
-    extra += kagi_server("kagi_always", [always_sock], ports["always"]) + extra_c
-    extra += kagi_server("kagi_one", [one_sock], ports["one"])
-    extra += kagi_server("kagi_one_always", [one_always_sock], ports["one_always"])
+    extra += c_server("c_append", append_sock, ports["c_append"])
+    for key, (host_sock, host_pids) in hosts.items():
+        bench.watch(ports[key], host_pids)
+        extra += kagi_server("kagi_" + key, [host_sock], ports[key])
     # The same-bytes C peers start when kagi's answers are known (same_bytes_floors).
     for key in SAME_BYTES:
         extra += c_server("c_" + key, env.path("c-%s.sock" % key), ports["c_" + key])
@@ -682,8 +685,7 @@ def run_all(bench, env):
     for fsync, port in pg_ports.items():
         extra += kagi_server("kagi_pg_" + fsync, pg_sockets(env, fsync), port)
     start_nginx(env, ports["kagi"], ports["base"], sock, extra)
-    for port in [ports[k] for k in ("c", "php", "always", "one", "one_always", "c_page",
-                                    "c_poll", "c_append")] + \
+    for port in [ports[k] for k in ["c", "php", "c_page", "c_poll", "c_append"] + list(hosts)] + \
             list(pg_ports.values()):
         harness.wait_for_port(port, None, "nginx")
 
@@ -695,7 +697,7 @@ def run_all(bench, env):
     r["php_hello"] = bench.scenario("PHP-FPM hello", "http://127.0.0.1:%d/hello" % ports["php"])
     r["hello"] = bench.scenario("kagi hello", "http://127.0.0.1:%d/_test/hello" % ports["kagi"])
     r["php"] = app_scenarios(bench, "PHP-FPM", ports["php"], TOKEN)
-    kagi_token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
+    kagi_token = csrf_token(ports["kagi"])
     c_floor, static_floor = same_bytes_floors(bench, env, ports)
     r["kagi"] = app_scenarios(bench, "kagi", ports["kagi"], kagi_token, " (data.fsync=never)",
                               floor=c_floor,
@@ -705,18 +707,18 @@ def run_all(bench, env):
     r["rss"] = peak_rss_kib(pids)
     r["hello_one"] = bench.scenario("kagi hello (%s)" % ONE_PROCESS,
                                     "http://127.0.0.1:%d/_test/hello" % ports["one"])
-    one_token = harness.request(ports["one"], "GET", "/").cookies()["kagi_csrf"]
+    one_token = csrf_token(ports["one"])
     r["one"] = app_scenarios(bench, "kagi", ports["one"], one_token,
                              " (data.fsync=never, %s)" % ONE_PROCESS, read_tag=", " + ONE_PROCESS,
                              inside=lambda: kagi_stats(ports["one"]))
-    always_token = harness.request(ports["always"], "GET", "/").cookies()["kagi_csrf"]
+    always_token = csrf_token(ports["always"])
     # What the rows before wrote without fsync is still dirty (tens of MB): written out now, so
     # that the durable rows flush their own posts, not the never rows' leftovers.
     os.sync()
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
                                 " (data.fsync=always, the default)", reads=False,
                                 inside=lambda: kagi_stats(ports["always"]))
-    one_always_token = harness.request(ports["one_always"], "GET", "/").cookies()["kagi_csrf"]
+    one_always_token = csrf_token(ports["one_always"])
     r["one_always"] = app_scenarios(
         bench, "kagi", ports["one_always"], one_always_token,
         " (data.fsync=always, %s)" % ONE_PROCESS, reads=False,
@@ -744,29 +746,28 @@ def goals(r):
                 k["post8"]["rps"] / k["post1"]["rps"], 1.5, None))
     out.append(("kagi BBS posts: 8 boards vs 1 board (data.fsync=always, the default)",
                 always["post8"]["rps"] / always["post1"]["rps"], 1.5, None))
-    # Group commit: the default durability against no fsync at all, same run.
-    for key, what, want in (("post1", "BBS post, 1 board", 0.5), ("post8", "BBS post, 8 boards", 0.7),
-                            ("say", "chat say, 1 room", 0.5)):
-        out.append(("kagi %s: data.fsync=always vs never (group commit)" % what,
-                    always[key]["rps"] / k[key]["rps"], want, None))
-        if "one_always" in r:
-            out.append(("kagi %s: data.fsync=always vs never (group commit, %s)" % (
-                what, ONE_PROCESS), r["one_always"][key]["rps"] / r["one"][key]["rps"], want,
-                None))
-    # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
-    # Also the same host as one process (ONE_PROCESS), whose locks never cross processes.
-    for key, what, want in (("page", "BBS page read", 0.9), ("post1", "BBS post, 1 board", 0.9),
-                            ("say", "chat say", 0.9), ("poll", "chat poll (200 messages)", 0.75)):
-        out.append(("kagi %s (data.fsync=never) vs libfcgi C hello" % what,
-                    k[key]["rps"] / r["c_hello"]["rps"], want, None))
+    # The usual host (two processes), and the same host as one process (ONE_PROCESS), whose
+    # locks never cross processes: (its rows with fsync never, with always, what names them).
+    shapes = [(k, always, "")]
     if "one" in r:
+        shapes.append((r["one"], r["one_always"], ONE_PROCESS))
         out.append(("kagi hello (%s) vs libfcgi C hello" % ONE_PROCESS,
                     r["hello_one"]["rps"] / r["c_hello"]["rps"], 1.0, None))
+    for never, durable, shape in shapes:
+        # Group commit: the default durability against no fsync at all, same run.
+        for key, what, want in (("post1", "BBS post, 1 board", 0.5),
+                                ("post8", "BBS post, 8 boards", 0.7),
+                                ("say", "chat say, 1 room", 0.5)):
+            out.append(("kagi %s: data.fsync=always vs never (group commit%s)" % (
+                what, ", " + shape if shape else ""), durable[key]["rps"] / never[key]["rps"],
+                want, None))
+        # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
         for key, what, want in (("page", "BBS page read", 0.9),
                                 ("post1", "BBS post, 1 board", 0.9), ("say", "chat say", 0.9),
                                 ("poll", "chat poll (200 messages)", 0.75)):
-            out.append(("kagi %s (data.fsync=never, %s) vs libfcgi C hello" % (
-                what, ONE_PROCESS), r["one"][key]["rps"] / r["c_hello"]["rps"], want, None))
+            out.append(("kagi %s (data.fsync=never%s) vs libfcgi C hello" % (
+                what, ", " + shape if shape else ""), never[key]["rps"] / r["c_hello"]["rps"],
+                want, None))
     # The embedded HTTP front end, against nginx `return 200` and Node.js, same run.
     h = r["http"]
     out.append(("kagi hello (embedded HTTP) vs nginx return 200", h["hello"]["rps"] /
@@ -928,7 +929,8 @@ def write_report(path, bench, results, command):
             "handling does not have was spent before kagi had the request: in nginx, in the "
             "sockets, or waiting for one of the two cores.",
             "",
-            "| row | wrk p50 / p99 ms | kagi's handling p99 | lock waits p99 | waited for the lock |",
+            "| row | wrk p50 / p99 ms | kagi's handling p99 | lock waits p99 "
+            "| waited for the lock |",
             "|---|---:|---:|---:|---:|",
         ]
         for r in insides:
@@ -1035,7 +1037,7 @@ def run_smoke(bench, env):
     start_nginx(env, ports["kagi"], ports["base"], sock,
                 kagi_server("kagi_pg_never", pg_sockets(env, "never"), pg_ports["never"]))
     harness.wait_for_port(pg_ports["never"], None, "nginx")
-    token = harness.request(ports["kagi"], "GET", "/").cookies()["kagi_csrf"]
+    token = csrf_token(ports["kagi"])
     app_scenarios(bench, "kagi", ports["kagi"], token, " (data.fsync=never)", reads=False,
                   inside=lambda: kagi_stats(ports["kagi"]))
     pg_scenarios(bench, env, pg_ports, ("never",), durable=False, reads=False)
