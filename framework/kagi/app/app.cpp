@@ -67,6 +67,8 @@ std::unique_ptr<store::DataDir> open_data_dir(const Config& conf, const lock::Lo
   options.group_readable = conf.get_bool("data.group_readable");
   options.syncfs_min_files = static_cast<size_t>(conf.get_int("data.syncfs_min_files"));
   options.syncfs_max_dirty_kb = static_cast<uint64_t>(conf.get_int("data.syncfs_max_dirty_kb"));
+  options.journal = conf.get_bool("data.journal");
+  options.journal_kb = static_cast<uint64_t>(conf.get_int("data.journal_kb"));
   std::error_code ec;
   auto dir = store::DataDir::open(options, fs, ec);
   if (!dir) {

@@ -116,6 +116,13 @@ constexpr std::array kKeys{
             "data (/proc/meminfo Dirty + Writeback, all filesystems): a syncfs also writes what "
             "other programs left dirty on data.dir's filesystem. 0 = no limit (data.dir on a "
             "filesystem of its own)"},
+    KeySpec{"data.journal", kBool, "true", 0, 0, "",
+            "with data.fsync = always, a group commit round writes what the logs gained to one "
+            "journal file per process and flushes that (one fdatasync for any number of logs); "
+            "replayed at start after a power cut. false = flush the logs themselves"},
+    KeySpec{"data.journal_kb", kInt, "8192", 64, 1048576, "",
+            "size of each process's journal (data.dir/.kagi-journal/<n>); when full, one syncfs "
+            "lets it start over"},
     KeySpec{"data.adopt_lock_domain", kBool, "false", 0, 0, "",
             "take over a data.dir recorded for another lock domain (a deliberate move, every "
             "other writer stopped); otherwise such a folder is refused at start"},

@@ -70,6 +70,7 @@
 #include <kagi/store/data_store.hpp>
 #include <kagi/store/detail/damage_report.hpp>
 #include <kagi/store/detail/group_sync.hpp>
+#include <kagi/store/detail/journal.hpp>
 #include <kagi/store/detail/lock_binding.hpp>
 #include <kagi/store/detail/log_format.hpp>
 #include <kagi/store/detail/log_read.hpp>
@@ -92,6 +93,11 @@ struct DataOptions {
   // data.syncfs_max_dirty_kb: ... but only while the kernel holds at most this much dirty data
   // (all filesystems), so that the syncfs waits for little but kagi's own; 0 = no limit.
   uint64_t syncfs_max_dirty_kb = 4096;
+  // data.journal: with fsync, group commit writes what logs gained to this process's journal
+  // and flushes that one file (store/detail/journal.hpp) where it can; on a local filesystem
+  // only. Journals left by earlier processes are replayed by open() either way.
+  bool journal = true;
+  uint64_t journal_kb = 8192;  // data.journal_kb: the journal's size
   // How long a group commit round waits at most for more requests to join it (tests lengthen it).
   std::chrono::microseconds group_max_batch_wait{1000};
 };
@@ -174,6 +180,11 @@ class DataDir final : public DataStore {
   // for it), and rounds that made an fsync per log because too much else was dirty for a syncfs.
   uint64_t group_flushes() const { return sync_.flushes(); }
   uint64_t group_syncfs_declined() const { return sync_.syncfs_declined(); }
+  // Rounds made durable through this process's journal, and the syncfs calls that started it
+  // over; what open() replayed.
+  uint64_t journal_rounds() const { return sync_.journal_rounds(); }
+  uint64_t journal_checkpoints() const { return sync_.journal_checkpoints(); }
+  const detail::ReplayCounts& replayed() const { return replayed_; }
   void drain() override { sync_.drain(); }
 
  private:
@@ -207,6 +218,7 @@ class DataDir final : public DataStore {
   FileSystem& fs_;
   const detail::SafePathWalk walk_;  // owns data.dir's descriptor
   size_t cleaned_ = 0;               // set once by open(), then read-only
+  detail::ReplayCounts replayed_;    // likewise
   // data.dir is on a local filesystem (ext4, xfs, btrfs, tmpfs), whose attributes found by a
   // path are current: read_log_since may then know an unchanged log without opening it. Not
   // on NFS and the like, where only an open revalidates what a path names.

@@ -68,6 +68,7 @@ class RealFs final : public FileSystem {
     return ret(::pread(fd, buf, size, offset));
   }
   int fsync(int fd) override { return ret(::fsync(fd)); }
+  int fdatasync(int fd) override { return ret(::fdatasync(fd)); }
   int syncfs(int fd) override { return ret(::syncfs(fd)); }
   void start_writeback(int fd) override { ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); }
   int wait_writeback(int fd) override {

@@ -35,6 +35,9 @@ class FileSystem {
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
   // Return 0, or -errno.
   virtual int fsync(int fd) = 0;
+  // fsync without the metadata a read does not need (fdatasync(2)): for a file overwritten in
+  // place, one write to the device and no journal commit. Default: fsync.
+  virtual int fdatasync(int fd) { return fsync(fd); }
   // Makes everything written to fd's whole filesystem durable (syncfs(2)): one journal commit
   // for many files, where an fsync each would commit once per file.
   virtual int syncfs(int fd) = 0;

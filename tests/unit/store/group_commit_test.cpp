@@ -24,6 +24,7 @@
 #include <kagi/lock/lock_context.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_dir.hpp>
+#include <kagi/store/detail/journal_format.hpp>
 #include <kagi/store/durable_scope.hpp>
 #include <kagi/store/fault_fs.hpp>
 #include "forwarding_fs.hpp"
@@ -59,13 +60,17 @@ class GroupCommitTest : public ::testing::Test {
     info.request_id = who;
     return service_->context(info);
   }
+  // With `journal` off, a round flushes the logs themselves (fsync each, or one syncfs).
   std::unique_ptr<DataDir> open(FileSystem& fsys, const std::string& sub, bool fsync = true,
-                                size_t syncfs_min_files = 0) {
+                                size_t syncfs_min_files = 0, bool journal = true,
+                                uint64_t journal_kb = 8192) {
     std::error_code ec;
-    auto dir = DataDir::open(
-        DataOptions{
-            .dir = (root_ / sub).string(), .fsync = fsync, .syncfs_min_files = syncfs_min_files},
-        fsys, ec);
+    auto dir = DataDir::open(DataOptions{.dir = (root_ / sub).string(),
+                                         .fsync = fsync,
+                                         .syncfs_min_files = syncfs_min_files,
+                                         .journal = journal,
+                                         .journal_kb = journal_kb},
+                             fsys, ec);
     EXPECT_TRUE(dir) << ec.message();
     return dir;
   }
@@ -269,6 +274,18 @@ struct Trial {
   std::set<std::string> acked, shown;
 };
 
+// The power cut: every file below `folder` (logs and journals) holds what its last completed
+// flush kept; a file never flushed is empty.
+void cut_power(const PowerCutFs& power, const fs::path& folder) {
+  for (const auto& entry : fs::recursive_directory_iterator(folder)) {
+    if (!entry.is_regular_file()) continue;
+    struct stat st {};
+    ASSERT_EQ(::stat(entry.path().c_str(), &st), 0);
+    const std::optional<std::string> kept = power.durable(st);
+    std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << kept.value_or("");
+  }
+}
+
 // A round over many logs of one filesystem makes one syncfs instead of an fsync per log, from
 // data.syncfs_min_files logs on (below that, or with 0, an fsync each), and only while the
 // kernel holds at most data.syncfs_max_dirty_kb of dirty data (4096 KiB by default) and says so.
@@ -293,7 +310,7 @@ TEST_F(GroupCommitTest, ARoundOverManyLogsMakesOneSyncfs) {
     const std::string what =
         "min_files " + std::to_string(c.min_files) + ", dirty " + std::to_string(c.dirty_bytes);
     PowerCutFs power;
-    auto dir = open(power, sub, true, c.min_files);
+    auto dir = open(power, sub, true, c.min_files, false);
     ASSERT_TRUE(dir);
     auto ctx = context("w");
     for (int round = 0; round < 2; ++round) {  // the first round creates the logs
@@ -343,7 +360,7 @@ class OneLostWriteFs final : public testing::ForwardingFs {
 // record went to the failed log is refused, the one that did not write there is answered.
 TEST_F(GroupCommitTest, ASyncfsRoundFailsTheRequestsOfALogWhoseWriteFailed) {
   OneLostWriteFs lost;
-  auto dir = open(lost, "lost", true, 3);
+  auto dir = open(lost, "lost", true, 3, false);
   ASSERT_TRUE(dir);
   auto ctx = context("w");
   auto append_to = [&](const std::vector<int>& logs) {
@@ -373,7 +390,7 @@ TEST_F(GroupCommitTest, ASyncfsRoundFailsTheRequestsOfALogWhoseWriteFailed) {
 // read of what was never made durable. Other logs go on.
 TEST_F(GroupCommitTest, AfterAFailedFlushNothingWrittenToTheLogIsCalledDurable) {
   SlowSyncFs failing;  // fails one fsync of board.log, as the kernel reports an error once
-  auto dir = open(failing, "failed");
+  auto dir = open(failing, "failed", true, 0, false);
   ASSERT_TRUE(dir);
   auto ctx_a = context("a"), ctx_b = context("b"), ctx_c = context("c");
   ASSERT_TRUE(post(*dir, *ctx_a, "board.log", "first").ok());
@@ -424,18 +441,22 @@ TEST_F(GroupCommitTest, AfterAFailedFlushNothingWrittenToTheLogIsCalledDurable) 
 }
 
 // 1,000 trials: writers post to three logs and readers read them under DurableScopes while the
-// power goes at a random call; then each log is put back to what the last flushes kept. Every
-// acknowledged record and every record a reader was shown must be there. Every other trial
-// flushes a round of two logs or more with one syncfs instead of an fsync each.
+// power goes at a random call; then every file is put back to what the last flushes kept, and
+// the data folder is opened again (which replays the journal). Every acknowledged record and
+// every record a reader was shown must be there. Half the trials write the journal, half flush
+// the logs themselves; of each half, every other trial flushes a round of two logs or more with
+// one syncfs instead of an fsync each.
 TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
   std::mt19937 rng(20261127);
   constexpr int kTrials = 1000, kWriters = 3, kPosts = 4, kReaders = 2, kLogs = 3;
   const auto log_name = [](int i) { return "board" + std::to_string(i) + ".log"; };
   int cut_with_acks = 0;
+  uint64_t restored = 0;  // journal entries replay wrote back
   for (int trial = 0; trial < kTrials; ++trial) {
     const std::string sub = "t" + std::to_string(trial);
     PowerCutFs power;
-    auto dir = open(power, sub, true, trial % 2 == 1 ? 2 : 0);
+    const bool journal = (trial / 2) % 2 == 0;
+    auto dir = open(power, sub, true, trial % 2 == 1 ? 2 : 0, journal);
     ASSERT_TRUE(dir);
     {
       auto setup = context("setup");
@@ -485,18 +506,11 @@ TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
     }
     for (auto& th : threads) th.join();
 
-    // The power cut: each log holds what its last completed flush kept.
     dir.reset();
-    for (int l = 0; l < kLogs; ++l) {
-      const fs::path log = root_ / sub / log_name(l);
-      struct stat st {};
-      ASSERT_EQ(::stat(log.c_str(), &st), 0);
-      const std::optional<std::string> kept = power.durable(st);
-      ASSERT_TRUE(kept.has_value()) << "the log's creation was synced";
-      std::ofstream(log, std::ios::binary | std::ios::trunc) << *kept;
-    }
-
+    cut_power(power, root_ / sub);
     auto after = open(real_fs(), sub, false);
+    ASSERT_TRUE(after);
+    restored += after->replayed().restored;
     auto ctx = context("after");
     auto g = ctx->shared("board");
     std::set<std::string> survived;
@@ -518,7 +532,236 @@ TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
   }
   // The cut must land mid-run often enough for the trials to mean something.
   EXPECT_GT(cut_with_acks, kTrials / 4);
-  std::printf("power cut: %d trials, %d cut after some acknowledgements\n", kTrials, cut_with_acks);
+  // And the journal must have been what kept records in some of them.
+  EXPECT_GT(restored, 0u);
+  std::printf(
+      "power cut: %d trials, %d cut after some acknowledgements, %llu journal entries "
+      "written back\n",
+      kTrials, cut_with_acks, static_cast<unsigned long long>(restored));
+}
+
+// One request appending to `logs` as the apps do (DurableScope, lock, append, unlock, wait).
+Status append_each(DataDir& dir, lock::LockContext& ctx, const std::vector<std::string>& logs,
+                   const std::string& rec) {
+  DurableScope durable;
+  {
+    auto g = ctx.exclusive("board");
+    for (const std::string& log : logs) {
+      if (Status s = dir.append(g, log, rec); !s.ok()) return s;
+    }
+  }
+  ctx.end_request();
+  return durable.wait();
+}
+
+std::vector<std::string> eight_logs() {
+  std::vector<std::string> logs;
+  for (int l = 0; l < 8; ++l) logs.push_back("log" + std::to_string(l) + ".log");
+  return logs;
+}
+
+// With the journal, a round over eight logs makes one flush, of the journal: the logs' own
+// flushed bytes lack the round's records, and opening the folder after a power cut puts them
+// back from the journal.
+TEST_F(GroupCommitTest, AJournalRoundFlushesOneFileForManyLogsAndReplayPutsTheirRecordsBack) {
+  PowerCutFs power;
+  auto dir = open(power, "j", true, 3);
+  ASSERT_TRUE(dir);
+  auto ctx = context("w");
+  const auto logs = eight_logs();
+  ASSERT_TRUE(append_each(*dir, *ctx, logs, "first").ok());  // new logs: each flushed at once
+  const uint64_t flushes = dir->group_flushes(), fsyncs = power.fsyncs();
+  ASSERT_TRUE(append_each(*dir, *ctx, logs, "second").ok());
+  EXPECT_EQ(dir->group_flushes() - flushes, 1u);
+  EXPECT_EQ(power.fsyncs() - fsyncs, 1u) << "one fdatasync of the journal, no fsync of a log";
+  EXPECT_EQ(dir->journal_rounds(), 1u);
+  for (const std::string& log : logs) {
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ / "j" / log).c_str(), &st), 0);
+    EXPECT_EQ(power.durable(st).value_or("").find("second"), std::string::npos)
+        << log << ": the log itself was not flushed";
+  }
+  dir.reset();
+  cut_power(power, root_ / "j");
+
+  auto after = open(real_fs(), "j", false);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->replayed().restored, 8u);
+  auto reader = context("r");
+  auto g = reader->shared("board");
+  for (const std::string& log : logs) {
+    EXPECT_EQ(after->read_log(g, log).value(), (std::vector<std::string>{"first", "second"}))
+        << log;
+  }
+}
+
+// A journal left by a process that was killed (the machine kept running) is replayed by the
+// next opening, which finds every entry in its log already and writes nothing; a log replaced
+// since its entry was written is left as it is.
+TEST_F(GroupCommitTest, ReplayWritesNothingTheLogsHoldAndLeavesAReplacedLogAlone) {
+  {
+    auto dir = open(real_fs(), "k");
+    ASSERT_TRUE(dir);
+    auto ctx = context("w");
+    const auto logs = eight_logs();
+    ASSERT_TRUE(append_each(*dir, *ctx, logs, "first").ok());
+    ASSERT_TRUE(append_each(*dir, *ctx, logs, "second").ok());
+    EXPECT_EQ(dir->journal_rounds(), 1u);
+    auto g = ctx->exclusive("board");
+    ASSERT_TRUE(dir->rewrite_log(g, "log0.log", {"compacted"}).ok());
+  }
+  auto after = open(real_fs(), "k", false);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->replayed().journals, 1u);
+  EXPECT_EQ(after->replayed().entries, 8u);
+  EXPECT_EQ(after->replayed().restored, 0u);
+  EXPECT_EQ(after->replayed().skipped, 1u) << "log0.log was replaced";
+  auto reader = context("r");
+  auto g = reader->shared("board");
+  EXPECT_EQ(after->read_log(g, "log0.log").value(), std::vector<std::string>{"compacted"});
+  EXPECT_EQ(after->read_log(g, "log1.log").value(), (std::vector<std::string>{"first", "second"}));
+  // Replayed once: the next opening finds the journal empty.
+  after.reset();
+  auto again = open(real_fs(), "k", false);
+  EXPECT_EQ(again->replayed().entries, 0u);
+}
+
+// A full journal makes every log durable with one syncfs and starts over in a new epoch; after
+// a power cut only that epoch is replayed, and every acknowledged record is there.
+TEST_F(GroupCommitTest, AFullJournalStartsOverAfterASyncfsAndKeepsEveryRecord) {
+  PowerCutFs power;
+  auto dir = open(power, "full", true, 3, true, /*journal_kb=*/8);
+  ASSERT_TRUE(dir);
+  auto ctx = context("w");
+  constexpr int kPosts = 30;
+  const std::string filler(1000, 'x');
+  for (int i = 0; i < kPosts; ++i) {
+    ASSERT_TRUE(append_each(*dir, *ctx, {"log" + std::to_string(i % 2) + ".log"},
+                            std::to_string(i) + filler)
+                    .ok());
+  }
+  EXPECT_GT(dir->journal_checkpoints(), 1u);
+  EXPECT_GT(dir->journal_rounds(), 20u);
+  dir.reset();
+  cut_power(power, root_ / "full");
+  auto after = open(real_fs(), "full", false);
+  ASSERT_TRUE(after);
+  EXPECT_LT(after->replayed().entries, 10u) << "older epochs are not replayed";
+  auto reader = context("r");
+  auto g = reader->shared("board");
+  std::set<std::string> kept;
+  for (int l = 0; l < 2; ++l) {
+    for (const std::string& rec : after->read_log(g, "log" + std::to_string(l) + ".log").value()) {
+      kept.insert(rec);
+    }
+  }
+  for (int i = 0; i < kPosts; ++i) {
+    EXPECT_TRUE(kept.contains(std::to_string(i) + filler)) << "post " << i << " was lost";
+  }
+}
+
+// Two writers with journals of their own (as two processes have) take turns on one log: each
+// journals the other's records it has not seen made durable along with its own, so replaying
+// what survives a power cut leaves no hole before an acknowledged record.
+TEST_F(GroupCommitTest, TwoJournalsTakingTurnsOnOneLogKeepEveryAcknowledgedRecord) {
+  PowerCutFs power;
+  auto a = open(power, "two");
+  auto b = open(power, "two");
+  ASSERT_TRUE(a && b);
+  auto ctx = context("w");
+  ASSERT_TRUE(append_each(*a, *ctx, {"board.log"}, "a0").ok());  // created by a
+  ASSERT_TRUE(append_each(*b, *ctx, {"board.log"}, "b0").ok());  // b never flushed it: an fsync
+  std::vector<std::string> acked = {"a0", "b0"};
+  for (int i = 1; i <= 10; ++i) {
+    for (DataDir* dir : {a.get(), b.get()}) {
+      const std::string rec = std::string(dir == a.get() ? "a" : "b") + std::to_string(i);
+      ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, rec).ok());
+      acked.push_back(rec);
+    }
+  }
+  EXPECT_GT(a->journal_rounds(), 5u);
+  EXPECT_GT(b->journal_rounds(), 5u);
+  // a appends and has not flushed when b's record is acknowledged, and then the power goes:
+  // b's entry must carry a's record too, or b's would follow a hole.
+  std::promise<void> appended, cut;
+  std::thread writer([&] {
+    auto ctx_a = context("a");
+    DurableScope durable;
+    {
+      auto g = ctx_a->exclusive("board");
+      EXPECT_TRUE(a->append(g, "board.log", "a-unflushed").ok());
+    }
+    ctx_a->end_request();
+    appended.set_value();
+    cut.get_future().wait();
+    EXPECT_FALSE(durable.wait().ok()) << "the power is gone";
+  });
+  appended.get_future().wait();
+  ASSERT_TRUE(append_each(*b, *ctx, {"board.log"}, "b-acked").ok());
+  acked.push_back("a-unflushed");
+  acked.push_back("b-acked");
+  power.cut_after(1);
+  cut.set_value();
+  writer.join();
+  a.reset();
+  b.reset();
+  cut_power(power, root_ / "two");
+  auto after = open(real_fs(), "two", false);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->replayed().journals, 2u);
+  auto reader = context("r");
+  auto g = reader->shared("board");
+  EXPECT_EQ(after->read_log(g, "board.log").value(), acked);
+  EXPECT_EQ(after->damaged_spans(), 0u);
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A journal cut short at any byte (the power went while it was written) gives back the entries
+// before the cut and nothing after: the log then holds what its own flush kept plus a prefix of
+// the journaled records, never a damaged span.
+TEST_F(GroupCommitTest, AJournalCutAtAnyByteReplaysOnlyItsWholeEntries) {
+  PowerCutFs power;
+  auto dir = open(power, "torn");
+  ASSERT_TRUE(dir);
+  auto ctx = context("w");
+  ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "first").ok());  // a new log: flushed
+  const std::vector<std::string> journaled = {"second", "third", "fourth"};
+  for (const std::string& rec : journaled) {
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, rec).ok());  // a round each
+  }
+  EXPECT_EQ(dir->journal_rounds(), 3u);
+  dir.reset();
+  const fs::path log = root_ / "torn" / "board.log";
+  const fs::path journal = root_ / "torn" / std::string(detail::kJournalFolder) / "0";
+  struct stat st {};
+  ASSERT_EQ(::stat(log.c_str(), &st), 0);
+  const std::string flushed = power.durable(st).value();
+  const std::string written = slurp(journal);
+  const auto contents = detail::decode_journal(written);
+  ASSERT_TRUE(contents.has_value());
+  ASSERT_EQ(contents->entries.size(), journaled.size());
+  std::vector<size_t> ends;  // where each entry ends
+  size_t end = detail::kJournalHeaderSize;
+  for (const auto& entry : contents->entries)
+    ends.push_back(end += detail::journal_entry_size(entry));
+
+  for (size_t cut = 0; cut <= contents->used; ++cut) {
+    std::ofstream(log, std::ios::binary | std::ios::trunc) << flushed;
+    std::ofstream(journal, std::ios::binary | std::ios::trunc)
+        << written.substr(0, cut) << std::string(written.size() - cut, '\0');
+    auto after = open(real_fs(), "torn", false);
+    ASSERT_TRUE(after);
+    std::vector<std::string> want = {"first"};
+    for (size_t i = 0; i < ends.size() && ends[i] <= cut; ++i) want.push_back(journaled[i]);
+    auto reader = context("r");
+    auto g = reader->shared("board");
+    ASSERT_EQ(after->read_log(g, "board.log").value(), want) << "cut at byte " << cut;
+    ASSERT_EQ(after->damaged_spans(), 0u) << "cut at byte " << cut;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <kagi/store/detail/file_io.hpp>
+#include <kagi/store/detail/journal.hpp>
 #include <kagi/util/log.hpp>
 
 namespace kagi::store::detail {
@@ -96,6 +97,20 @@ bool GroupSync::little_else_dirty() {
   return dirty >= 0 && static_cast<uint64_t>(dirty) <= options_.syncfs_max_dirty_bytes;
 }
 
+GroupSync::GroupSync(FileSystem& fs, GroupSyncOptions options) : fs_(fs), options_(options) {}
+
+void GroupSync::use_journal(std::unique_ptr<Journal> journal) { journal_ = std::move(journal); }
+
+uint64_t GroupSync::journal_rounds() const {
+  util::MutexLock lock(mu_);
+  return journal_rounds_;
+}
+
+uint64_t GroupSync::journal_checkpoints() const {
+  util::MutexLock lock(mu_);
+  return journal_checkpoints_;
+}
+
 GroupSync::~GroupSync() {
   std::thread flusher;
   {
@@ -181,20 +196,78 @@ void GroupSync::flush_loop() {
   }
 }
 
+struct GroupSync::RoundFile {
+  FileId id;
+  int fd = -1;  // owned by one of the needs
+  uint64_t end = 0;
+  const std::string* path = nullptr;
+  bool journaled = false;  // made durable through the journal
+  int error = 0;
+  const char* call = "fsync";  // what flushed it, for the error message
+  Status status;               // what its requests are told, decided once the calls are made
+};
+
+void GroupSync::journal_round(std::vector<RoundFile*>& files) {
+  if (!journal_) return;
+  // Where each file's durable part ends, as far as this process knows: the entry starts there.
+  std::vector<std::pair<RoundFile*, uint64_t>> candidates;
+  {
+    util::MutexLock lock(mu_);
+    for (RoundFile* f : files) {
+      if (f->id.dev != journal_->dev() || f->id.birth_ns == 0) continue;
+      auto it = durable_.find(f->id);
+      if (it != durable_.end()) candidates.emplace_back(f, it->second);
+    }
+  }
+  std::vector<JournalEntry> entries;
+  std::vector<RoundFile*> covered;
+  uint64_t room = journal_->room();
+  for (auto [f, from] : candidates) {
+    if (from >= f->end) {
+      f->journaled = true;  // already durable: a round before this one covered it
+      continue;
+    }
+    JournalEntry e{.dev = f->id.dev,
+                   .ino = f->id.ino,
+                   .birth_ns = f->id.birth_ns,
+                   .path = *f->path,
+                   .offset = from,
+                   .bytes = {}};
+    const uint64_t size = Journal::kEntryHeaderSize + e.path.size() + (f->end - from);
+    if (size > room) continue;  // too much for the journal: flushed by its own call
+    if (read_from(fs_, f->fd, static_cast<off_t>(from), e.bytes, static_cast<off_t>(f->end)) < 0 ||
+        e.bytes.size() != f->end - from) {
+      continue;  // its own flush will say what is wrong
+    }
+    room -= size;
+    entries.push_back(std::move(e));
+    covered.push_back(f);
+  }
+  if (entries.empty()) return;
+  if (Status s = journal_->write(entries); !s.ok()) {
+    util::log_error("store: " + s.message() +
+                    ": group commit flushes the logs themselves until kagi restarts");
+    for (RoundFile* f : covered) f->journaled = false;
+    return;
+  }
+  for (RoundFile* f : covered) {
+    f->journaled = true;
+    f->call = "journal";
+  }
+  util::MutexLock lock(mu_);
+  ++flushes_;
+  ++journal_rounds_;
+  journal_checkpoints_ = journal_->checkpoints();
+}
+
 int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
-  struct File {
-    int fd = -1;  // owned by one of the needs
-    uint64_t end = 0;
-    const std::string* path = nullptr;
-    int error = 0;
-    const char* call = "fsync";  // what flushed it, for the error message
-    Status status;               // what its requests are told, decided once the calls are made
-  };
+  using File = RoundFile;
   std::unordered_map<FileId, File, FileIdHash> files;
   for (const Submitted& s : round) {
     for (const SyncNeed& need : s.needs) {
       File& f = files[need.id];
       if (f.fd < 0) {
+        f.id = need.id;
         f.fd = need.fd.get();
         f.path = &need.path;
       }
@@ -202,14 +275,18 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
     }
   }
   const auto started = std::chrono::steady_clock::now();
+  std::vector<File*> own;  // flushed by a call of their own (or a syncfs), not the journal
+  for (auto& [id, f] : files) own.push_back(&f);
+  journal_round(own);
+  std::erase_if(own, [](const File* f) { return f->journaled; });
   uint64_t calls = 0;
   bool declined = false;
   std::vector<File*> each;  // flushed by an fsync of their own
-  if (options_.syncfs_min_files == 0 || files.size() < options_.syncfs_min_files) {
-    for (auto& [id, f] : files) each.push_back(&f);
+  if (options_.syncfs_min_files == 0 || own.size() < options_.syncfs_min_files) {
+    each = own;
   } else {
     std::unordered_map<dev_t, std::vector<File*>> by_filesystem;
-    for (auto& [id, f] : files) by_filesystem[id.dev].push_back(&f);
+    for (File* f : own) by_filesystem[f->id.dev].push_back(f);
     const auto qualifies = [&](const std::vector<File*>& group) {
       return group.size() >= options_.syncfs_min_files;
     };

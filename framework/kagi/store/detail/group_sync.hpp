@@ -10,6 +10,12 @@
 // more to join, as long as a flush has lately taken (at most max_batch_wait), as ext4's journal
 // does with its commits. Requests arriving during a round wait for the next one.
 //
+// With a journal (store/detail/journal.hpp; data.journal, on by default), a round copies what
+// each log gained since this process last knew it durable into the journal and flushes that one
+// file instead: one write and one fdatasync for any number of logs. A log this process never
+// flushed (it does not know where its durable part ends), one on another filesystem, and more
+// bytes than the journal holds are flushed as above.
+//
 // The GroupSync also remembers how far this process knows each file durable, so a reader can
 // tell cheaply whether what it read could still be lost (durable()). Files are told apart by
 // device, inode and birth time (a replaced log's inode number may come back).
@@ -74,12 +80,14 @@ struct SyncNeed {
   std::string path;  // for the error message
 };
 
+class Journal;
+
 class GroupSync {
  public:
   // A round stops waiting for company once this many requests are waiting.
   static constexpr size_t kBatchFull = 64;
 
-  explicit GroupSync(FileSystem& fs, GroupSyncOptions options = {}) : fs_(fs), options_(options) {}
+  explicit GroupSync(FileSystem& fs, GroupSyncOptions options = {});
   ~GroupSync();  // drains what was submitted, then stops the flush thread
   GroupSync(const GroupSync&) = delete;
   GroupSync& operator=(const GroupSync&) = delete;
@@ -103,6 +111,13 @@ class GroupSync {
   // Waits until everything submitted so far has been flushed and its `done` has run.
   void drain() KAGI_EXCLUDES(mu_);
 
+  // From now on rounds go through `journal` where they can (before the first submit()).
+  void use_journal(std::unique_ptr<Journal> journal) KAGI_EXCLUDES(mu_);
+  // Rounds whose logs went through the journal (each one fdatasync), and the syncfs calls that
+  // started it over.
+  uint64_t journal_rounds() const KAGI_EXCLUDES(mu_);
+  uint64_t journal_checkpoints() const KAGI_EXCLUDES(mu_);
+
   // fsync and syncfs calls made so far (what the group saved shows against the requests).
   uint64_t flushes() const KAGI_EXCLUDES(mu_);
   // Rounds that could have used a syncfs but made an fsync each, the kernel holding more dirty
@@ -124,6 +139,11 @@ class GroupSync {
   Status failed_flush_locked(const FileId& id, std::string_view path) const KAGI_REQUIRES(mu_);
   void fail_locked(const FileId& id, int error, const char* call, std::string_view path)
       KAGI_REQUIRES(mu_);
+  struct RoundFile;
+  // Writes what `files` gained into the journal, where it can: the files it covered are
+  // durable then (marked `journaled`). On a failed write the journal is given up, and every
+  // file is left to its own flush.
+  void journal_round(std::vector<RoundFile*>& files) KAGI_EXCLUDES(mu_);
   // Whether a syncfs now would write little besides this round's files.
   bool little_else_dirty() KAGI_EXCLUDES(mu_);
 
@@ -153,6 +173,11 @@ class GroupSync {
   };
   std::unordered_map<FileId, Failure, FileIdHash> failed_ KAGI_GUARDED_BY(mu_);
   std::atomic<bool> any_failed_{false};  // failed_ is not empty (read without mu_)
+  // Set before the first round, then used by rounds only (one at a time); null: none, or given
+  // up after a failed write.
+  std::unique_ptr<Journal> journal_;
+  uint64_t journal_rounds_ KAGI_GUARDED_BY(mu_) = 0;
+  uint64_t journal_checkpoints_ KAGI_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kagi::store::detail
