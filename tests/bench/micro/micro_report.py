@@ -82,6 +82,10 @@ STORE_ROWS = [
     ("the same round with one syncfs, against one device flush (8 records over a preallocated "
      "file's blocks + fdatasync: a write-ahead journal's floor)", "BM_GroupRound8/3",
      "BM_BareFlush", None),
+    ("the same round through the journal (data.journal, the default), against one syncfs",
+     "BM_GroupRound8Journal", "BM_GroupRound8/3", None),
+    ("the same round through the journal, against one device flush", "BM_GroupRound8Journal",
+     "BM_BareFlush", None),
 ]
 
 # The demo site's routes in this process (tests/bench/app: TestClient, no front end, no socket),

@@ -10,11 +10,14 @@
 //                                    record, release
 //   BM_BareLockedAppend              the same by hand: flock(LOCK_EX), write(O_APPEND) of the
 //                                    framed bytes, flock(LOCK_UN), on descriptors kept open
-//   BM_GroupRound8/<syncfs_min_files> one group commit round over 8 logs: a record appended to
+//   BM_GroupRound8/<syncfs_min_files> one group commit round over 8 logs without the journal
+//                                    (data.journal = false): a record appended to
 //                                    each in one DurableScope, then its wait (an fsync per log
 //                                    with 0, one syncfs with 3: with no dirty-data limit, and
 //                                    after a sync, so that what earlier runs left dirty is not
 //                                    the round's to write)
+//   BM_GroupRound8Journal            the same round through the journal (data.journal): the
+//                                    bytes each log gained written to one file, one fdatasync
 //   BM_BareFlush                     one device flush and nothing else: 8 records' bytes
 //                                    written over blocks a preallocated file already holds,
 //                                    then fdatasync (no size or block change, so no
@@ -53,7 +56,7 @@ struct Fixture {
   std::unique_ptr<kagi::lock::LockContext> ctx;
   std::unique_ptr<DataDir> data;
 
-  explicit Fixture(bool fsync, size_t syncfs_min_files = 3) {
+  explicit Fixture(bool fsync, size_t syncfs_min_files = 3, bool journal = false) {
     kagi::lock::LockOptions options;
     options.dir = (scratch() / "locks").string();
     service = kagi::lock::LockService::create(options);
@@ -64,7 +67,8 @@ struct Fixture {
     data = DataDir::open(DataOptions{.dir = (scratch() / "data").string(),
                                      .fsync = fsync,
                                      .syncfs_min_files = syncfs_min_files,
-                                     .syncfs_max_dirty_kb = 0},
+                                     .syncfs_max_dirty_kb = 0,
+                                     .journal = journal},
                          ec);
     if (!data) std::abort();
   }
@@ -156,9 +160,10 @@ void BM_BareLockedAppend(benchmark::State& state) {
   ::close(lock);
 }
 
-void BM_GroupRound8(benchmark::State& state) {
+// One round over 8 logs; `journal`: through this process's journal (one fdatasync).
+void group_round8(benchmark::State& state, size_t syncfs_min_files, bool journal) {
   const std::string record(100, 'r');
-  Fixture f(true, static_cast<size_t>(state.range(0)));
+  Fixture f(true, syncfs_min_files, journal);
   ::sync();
   for (auto _ : state) {
     kagi::store::DurableScope durable;
@@ -171,6 +176,12 @@ void BM_GroupRound8(benchmark::State& state) {
     if (!durable.wait().ok()) state.SkipWithError("flush failed");
   }
 }
+
+void BM_GroupRound8(benchmark::State& state) {
+  group_round8(state, static_cast<size_t>(state.range(0)), false);
+}
+
+void BM_GroupRound8Journal(benchmark::State& state) { group_round8(state, 3, true); }
 
 void BM_BareFlush(benchmark::State& state) {
   const std::string records(8 * 108, 'r');  // what BM_GroupRound8 writes, framed
@@ -205,6 +216,7 @@ BENCHMARK(BM_BareAppend)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_PostLog)->UseRealTime();
 BENCHMARK(BM_BareLockedAppend)->UseRealTime();
 BENCHMARK(BM_GroupRound8)->Arg(0)->Arg(3)->UseRealTime();
+BENCHMARK(BM_GroupRound8Journal)->UseRealTime();
 BENCHMARK(BM_BareFlush)->UseRealTime();
 
 }  // namespace
