@@ -8,6 +8,7 @@
 // data.dir. Safe to run while the site serves (see fsck/fsck.hpp for the locks it takes).
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -88,6 +89,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // What a power cut took from the logs and only a journal holds goes back first (opening
+  // the folder replays the journals): scanned before, such a log would be reported damaged,
+  // and a repair would rewrite it without records kagi had acknowledged.
+  if (std::error_code exists; std::filesystem::is_directory(dir, exists)) {
+    std::error_code ec;
+    if (!kagi::store::DataDir::open(kagi::store::DataOptions{.dir = dir, .fsync = false}, ec)) {
+      std::cerr << "kagi-fsck: cannot replay the journals of '" << dir << "': " << ec.message()
+                << " (see the log above; docs/STORAGE.md, the journal)\n";
+      return 2;
+    }
+  }
+
   std::vector<std::string> errors;
   const std::vector<LogReport> logs = kagi::apps::fsck::scan(dir, errors);
   for (const auto& e : errors) std::cerr << "kagi-fsck: " << e << "\n";
@@ -112,6 +125,8 @@ int main(int argc, char** argv) {
   data_options.dir = dir;
   data_options.fsync = conf.get_string("data.fsync") == "always";
   data_options.group_readable = conf.get_bool("data.group_readable");
+  data_options.journal = conf.get_bool("data.journal");
+  data_options.journal_kb = static_cast<uint64_t>(conf.get_int("data.journal_kb"));
   std::unique_ptr<kagi::store::DataDir> data;
   try {
     locks = kagi::lock::LockService::create(lock_options);

@@ -25,6 +25,7 @@
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/data_dir.hpp>
 #include <kagi/store/detail/journal_format.hpp>
+#include <kagi/store/detail/log_format.hpp>
 #include <kagi/store/durable_scope.hpp>
 #include <kagi/store/fault_fs.hpp>
 #include "forwarding_fs.hpp"
@@ -762,6 +763,169 @@ TEST_F(GroupCommitTest, AJournalCutAtAnyByteReplaysOnlyItsWholeEntries) {
     ASSERT_EQ(after->read_log(g, "board.log").value(), want) << "cut at byte " << cut;
     ASSERT_EQ(after->damaged_spans(), 0u) << "cut at byte " << cut;
   }
+}
+
+// A process that wrote through its journal exits (or is killed) and the next one starts: the
+// logs hold every record, but perhaps only in the page cache. Replay finds nothing to write
+// back and must still flush them before it empties the journal, or a power cut right after
+// the restart loses what was acknowledged.
+TEST_F(GroupCommitTest, ARestartFlushesTheLogsBeforeItEmptiesTheJournal) {
+  PowerCutFs power;
+  {
+    auto dir = open(power, "restart");
+    ASSERT_TRUE(dir);
+    auto ctx = context("w");
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "first").ok());
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "journaled").ok());
+    EXPECT_EQ(dir->journal_rounds(), 1u);
+  }
+  {
+    auto next = open(power, "restart");  // the restart: replays, then takes the slot again
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->replayed().entries, 1u);
+    EXPECT_EQ(next->replayed().restored, 0u) << "the page cache held the record";
+  }
+  cut_power(power, root_ / "restart");
+  auto after = open(real_fs(), "restart", false);
+  ASSERT_TRUE(after);
+  auto reader = context("r");
+  auto g = reader->shared("board");
+  EXPECT_EQ(after->read_log(g, "board.log").value(),
+            (std::vector<std::string>{"first", "journaled"}));
+}
+
+// A log compacted in the middle of an epoch has entries for the old file, then for the new
+// one: each entry is matched against the file the path names now.
+TEST_F(GroupCommitTest, ReplayMatchesEveryEntryAgainstTheFileThePathNames) {
+  PowerCutFs power;
+  auto dir = open(power, "compacted");
+  ASSERT_TRUE(dir);
+  auto ctx = context("w");
+  ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "first").ok());
+  ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "old file").ok());  // journaled
+  {
+    auto g = ctx->exclusive("board");
+    ASSERT_TRUE(dir->rewrite_log(g, "board.log", {"first", "old file"}).ok());
+  }
+  ctx->end_request();
+  ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "new file 1").ok());  // a new file: fsync
+  ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "new file 2").ok());  // journaled
+  EXPECT_GE(dir->journal_rounds(), 2u);
+  dir.reset();
+  cut_power(power, root_ / "compacted");
+  auto after = open(real_fs(), "compacted", false);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->replayed().skipped, 1u) << "the old file's entry";
+  EXPECT_GE(after->replayed().restored, 1u) << "the new file's";
+  auto reader = context("r");
+  auto g = reader->shared("board");
+  EXPECT_EQ(after->read_log(g, "board.log").value(),
+            (std::vector<std::string>{"first", "old file", "new file 1", "new file 2"}));
+}
+
+// A writer died mid-append and left a torn tail; a reader's flush covers the file as it is,
+// torn bytes included. The next writer cuts them and writes its record there: that record is
+// not durable yet, whatever the reader's flush covered, and must be flushed before it is
+// acknowledged.
+TEST_F(GroupCommitTest, ATornTailAReaderSawIsNotCountedDurableForTheRecordWrittenOverIt) {
+  for (const bool journal : {true, false}) {
+    const std::string sub = journal ? "torn-journal" : "torn-fsync";
+    PowerCutFs power;
+    auto dir = open(power, sub, true, 0, journal);
+    ASSERT_TRUE(dir);
+    auto ctx = context("w");
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "first").ok());
+    {
+      // A frame of a 100-byte record cut off after 40 bytes.
+      std::string frame;
+      detail::encode_record(frame, std::string(100, 'x'));
+      const fs::path log = root_ / sub / "board.log";
+      const auto size = fs::file_size(log);
+      std::ofstream(log, std::ios::binary | std::ios::app) << frame.substr(0, 40);
+      ASSERT_EQ(fs::file_size(log), size + 40);
+    }
+    {
+      DurableScope durable;
+      {
+        auto g = ctx->shared("board");
+        ASSERT_EQ(dir->read_log(g, "board.log").value(), std::vector<std::string>{"first"});
+      }
+      ctx->end_request();
+      ASSERT_TRUE(durable.wait().ok());
+    }
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "second").ok());  // 14 bytes, in the 40
+    dir.reset();
+    cut_power(power, root_ / sub);
+    auto after = open(real_fs(), sub, false);
+    ASSERT_TRUE(after);
+    auto reader = context("r");
+    auto g = reader->shared("board");
+    EXPECT_EQ(after->read_log(g, "board.log").value(),
+              (std::vector<std::string>{"first", "second"}))
+        << (journal ? "with" : "without") << " the journal: the acknowledged record was lost";
+  }
+}
+
+// The filesystem, with the first read of journal slot 0 held until release(): a replay that
+// is under way.
+class HeldReplayFs final : public testing::ForwardingFs {
+ public:
+  ssize_t pread(int fd, void* buf, size_t n, off_t offset) override {
+    if (testing::path_of_fd(fd).ends_with("/.kagi-journal/0")) {
+      std::unique_lock lock(mu_);
+      if (!held_once_) {
+        held_once_ = true;
+        holding_ = true;
+        changed_.notify_all();
+        changed_.wait(lock, [&] { return released_; });
+      }
+    }
+    return real_fs().pread(fd, buf, n, offset);
+  }
+  void wait_until_holding() {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return holding_; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool held_once_ = false, holding_ = false, released_ = false;
+};
+
+// Two processes start at once after a power cut: while one replays a journal, the other must
+// not take that journal's slot for a live writer's and serve the logs it is putting back.
+TEST_F(GroupCommitTest, AnOpeningWaitsWhileAnotherReplays) {
+  {
+    auto dir = open(real_fs(), "two-starts");
+    ASSERT_TRUE(dir);
+    auto ctx = context("w");
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "first").ok());
+    ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "journaled").ok());
+  }
+  HeldReplayFs held;
+  std::unique_ptr<DataDir> first;
+  std::thread replaying([&] { first = open(held, "two-starts"); });
+  held.wait_until_holding();
+  std::atomic<bool> second_open{false};
+  std::unique_ptr<DataDir> second;
+  std::thread starting([&] {
+    second = open(real_fs(), "two-starts");
+    second_open = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(second_open.load()) << "the second opening went on while the first replayed";
+  held.release();
+  replaying.join();
+  starting.join();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->replayed().entries, 1u);
+  EXPECT_EQ(second->replayed().entries, 0u) << "replayed once";
 }
 
 }  // namespace

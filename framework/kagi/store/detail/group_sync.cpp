@@ -208,7 +208,7 @@ struct GroupSync::RoundFile {
 };
 
 void GroupSync::journal_round(std::vector<RoundFile*>& files) {
-  if (!journal_) return;
+  if (!journal_ || journal_->broken()) return;
   // Where each file's durable part ends, as far as this process knows: the entry starts there.
   std::vector<std::pair<RoundFile*, uint64_t>> candidates;
   {

@@ -173,8 +173,8 @@ class GroupSync {
   };
   std::unordered_map<FileId, Failure, FileIdHash> failed_ KAGI_GUARDED_BY(mu_);
   std::atomic<bool> any_failed_{false};  // failed_ is not empty (read without mu_)
-  // Set before the first round, then used by rounds only (one at a time); null: none, or given
-  // up after a failed write.
+  // Set before the first round, then used by rounds only; null: none. Once a write of it
+  // failed it refuses more (Journal::broken), and rounds flush the logs themselves.
   std::unique_ptr<Journal> journal_;
   uint64_t journal_rounds_ KAGI_GUARDED_BY(mu_) = 0;
   uint64_t journal_checkpoints_ KAGI_GUARDED_BY(mu_) = 0;

@@ -92,6 +92,8 @@ class Journal {
   // every later write (the caller flushes the logs themselves from then on).
   Status write(const std::vector<JournalEntry>& entries) KAGI_EXCLUDES(mu_);
 
+  // A write failed: the journal takes no more.
+  bool broken() const KAGI_EXCLUDES(mu_);
   // syncfs calls made to start the journal over.
   uint64_t checkpoints() const KAGI_EXCLUDES(mu_);
 

@@ -65,6 +65,8 @@ std::optional<JournalContents> decode_journal(std::string_view file) {
     if (get<uint64_t>(file, at + 8) != out.epoch) break;
     const uint32_t path_size = get<uint32_t>(file, at + 48);
     if (path_size > size - kJournalEntryHeaderSize) break;
+    // Where the bytes go must be a file offset (an off_t): nothing a writer could have meant.
+    if (get<uint64_t>(file, at + 40) > kMaxJournalOffset) break;
     JournalEntry e;
     e.dev = static_cast<dev_t>(get<uint64_t>(file, at + 16));
     e.ino = static_cast<ino_t>(get<uint64_t>(file, at + 24));

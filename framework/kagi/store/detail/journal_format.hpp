@@ -21,6 +21,9 @@ namespace kagi::store::detail {
 
 inline constexpr uint64_t kJournalHeaderSize = 24;
 inline constexpr uint64_t kJournalEntryHeaderSize = 56;
+// The largest offset an entry may name (2^62: past any log, and far from off_t's limit even
+// with the entry's bytes added); an entry naming more is damage.
+inline constexpr uint64_t kMaxJournalOffset = uint64_t{1} << 62;
 
 // Bytes of one log, to be written back at `offset` if a power cut loses them.
 struct JournalEntry {

@@ -36,9 +36,13 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
     case Header::kForeign:
       return not_a_log(path);
     case Header::kPartial:
+      seen->size = 0;  // a torn creation: nothing shown
       return records;
     case Header::kValid:
-      parse_records(view.substr(kLogMagic.size()), &records, &spans);
+      // What the reader is shown ends with the last intact record: a torn tail past it is
+      // not shown, and must not count as made durable (a writer cuts it and writes there).
+      seen->size =
+          kLogMagic.size() + parse_records(view.substr(kLogMagic.size()), &records, &spans);
       break;
   }
   if (!spans.empty()) damage.report("read_log", path, st, kLogMagic.size(), spans);
@@ -77,6 +81,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
         return not_a_log(path);
       case Header::kPartial:
         cursor = LogCursor{};  // a torn creation: nothing to read yet
+        seen->size = 0;
         return tail;
       case Header::kValid:
         view.remove_prefix(kLogMagic.size());
@@ -86,6 +91,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   }
   std::vector<Damage> spans;
   const size_t valid = parse_records(view, &tail.records, &spans);
+  seen->size = from + valid;  // up to the last intact record, as read_records
   if (!spans.empty()) damage.report("read_log", path, st, from, spans);
   std::optional<size_t> last_payload;
   if (!tail.records.empty()) last_payload = tail.records.back().size();
