@@ -533,7 +533,12 @@ void Core::worker_loop() {
       util::MutexLock lock(mu_);
       if (quit_workers_) break;
       const auto now = Clock::now();
-      if (!listening_ && !stopping_ && now >= accept_resume_) rearm_listen_locked();
+      // Accepting resumes with an accept, not only with the socket re-armed: what queued
+      // meanwhile is taken now, and an accept that finds the queue empty shows descriptors
+      // are free again, so the episode can end without waiting for another client.
+      if (!listening_ && !stopping_ && now >= accept_resume_ && accept_all_locked()) {
+        rearm_listen_locked();
+      }
       if (now >= next_sweep_) {
         next_sweep_ = now + kPollTick;
         expired = take_expired_locked(now);
@@ -631,7 +636,12 @@ bool Core::accept_all_locked() {
     int fd = ::accept4(listen_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // The kernel takes the descriptor before it looks at the queue (EMFILE comes first):
+        // an empty queue means an accept would have worked.
+        accepted_in_episode_ = true;
+        return true;
+      }
       // Out of descriptors (EMFILE/ENFILE) or similar: leave the socket disarmed for a moment
       // instead of spinning on it; a worker re-arms it after the backoff. Logged once per
       // episode: a line every backoff would fill the disk while the cause lasts.
