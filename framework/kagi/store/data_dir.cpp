@@ -82,27 +82,10 @@ std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, FileSystem& f
       new DataDir(options.dir, util::UniqueFd(fd), options, fs, on_local_filesystem(fd)));
   dir->cleaned_ = detail::remove_dead_temp_files(dir->walk_.root(), options.dir + "/");
   // Before anything reads: what only a journal holds goes back into its logs.
-  const auto open_log = [&walk = dir->walk_](std::string_view path, util::UniqueFd* log) {
-    if (!check_path("replay", path).ok()) return -EINVAL;
-    std::string step;
-    return walk.open_existing(path, O_RDWR, log, &step);
-  };
-  const bool keep = options.fsync && options.journal && dir->local_attributes_;
-  std::unique_ptr<detail::Journal> journal;
-  if (Status s =
-          detail::Journal::open(fs, dir->walk_.root(), dir->file_mode_, options.journal_kb * 1024,
-                                keep, open_log, &journal, &dir->replayed_);
-      !s.ok()) {
-    util::log_error("store: " + s.message());
-    ec = s.code();
+  if (Status st = dir->replay_and_take_journal(options); !st.ok()) {
+    ec = st.code();
     return nullptr;
   }
-  if (dir->replayed_.restored > 0) {
-    util::log_warn("store: " + options.dir + ": wrote back " +
-                   std::to_string(dir->replayed_.restored) +
-                   " journal entries that logs had lost (a power cut or a crash of the machine)");
-  }
-  if (journal) dir->sync_.use_journal(std::move(journal));
   return dir;
 }
 
@@ -120,6 +103,28 @@ DataDir::DataDir(std::string dir, util::UniqueFd root, const DataOptions& option
       sync_(fs, group_sync_options(options, root_is_local)) {}
 
 DataDir::~DataDir() = default;
+
+Status DataDir::replay_and_take_journal(const DataOptions& options) {
+  const auto open_log = [this](std::string_view path, util::UniqueFd* log) {
+    if (!check_path("replay", path).ok()) return -EINVAL;
+    std::string step;
+    return walk_.open_existing(path, O_RDWR, log, &step);
+  };
+  const bool keep = options.fsync && options.journal && local_attributes_;
+  std::unique_ptr<detail::Journal> journal;
+  if (Status s = detail::Journal::open(fs_, walk_.root(), file_mode_, options.journal_kb * 1024,
+                                       keep, open_log, &journal, &replayed_);
+      !s.ok()) {
+    util::log_error("store: " + s.message());
+    return s;
+  }
+  if (replayed_.restored > 0) {
+    util::log_warn("store: " + dir_ + ": wrote back " + std::to_string(replayed_.restored) +
+                   " journal entries that logs had lost (a power cut or a crash of the machine)");
+  }
+  if (journal) sync_.use_journal(std::move(journal));
+  return {};
+}
 
 Status DataDir::check_access(std::string_view op, std::string_view path,
                              const lock::Guard& guard) const {

@@ -191,6 +191,9 @@ class DataDir final : public DataStore {
   DataDir(std::string dir, util::UniqueFd root, const DataOptions& options, FileSystem& fs,
           bool root_is_local);
 
+  // For open(): replays the journals no live process holds (docs/STORAGE.md, the journal), then
+  // with fsync and data.journal on a local filesystem takes one for this process's group commit.
+  Status replay_and_take_journal(const DataOptions& options);
   // What every call checks first: refuses an unsafe path and a guard that no longer holds its
   // lock; remembers (or compares) the lock protecting `path`.
   Status check_access(std::string_view op, std::string_view path, const lock::Guard& guard) const;

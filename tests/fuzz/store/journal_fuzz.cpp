@@ -18,6 +18,7 @@
 
 #include <kagi/store/detail/journal_format.hpp>
 #include "../parsers/fuzz_check.hpp"
+#include "../parsers/fuzz_reader.hpp"
 
 namespace {
 
@@ -25,19 +26,6 @@ using kagi::store::detail::decode_journal;
 using kagi::store::detail::encode_journal_entry;
 using kagi::store::detail::encode_journal_header;
 using kagi::store::detail::JournalEntry;
-
-struct Reader {
-  std::string_view in;
-  size_t pos = 0;
-  uint8_t byte() { return pos < in.size() ? static_cast<uint8_t>(in[pos++]) : 0; }
-  std::string_view take(size_t n) {
-    n = std::min(n, in.size() - pos);
-    std::string_view s = in.substr(pos, n);
-    pos += n;
-    return s;
-  }
-  std::string_view rest() { return take(in.size() - pos); }
-};
 
 bool same(const JournalEntry& a, const JournalEntry& b) {
   return a.dev == b.dev && a.ino == b.ino && a.birth_ns == b.birth_ns && a.path == b.path &&
@@ -53,7 +41,7 @@ void decode_anything(std::string_view file) {
   FUZZ_CHECK(again == file.substr(0, got->used));
 }
 
-void damage_a_journal(Reader& r) {
+void damage_a_journal(FuzzReader& r) {
   const uint64_t epoch = r.byte() + 1;
   std::vector<JournalEntry> entries;
   std::vector<size_t> ends;  // where each entry ends in the file
@@ -101,7 +89,7 @@ void damage_a_journal(Reader& r) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Reader r{std::string_view(reinterpret_cast<const char*>(data), size)};
+  FuzzReader r{std::string_view(reinterpret_cast<const char*>(data), size)};
   if (r.byte() % 2 == 0) {
     decode_anything(r.rest());
   } else {

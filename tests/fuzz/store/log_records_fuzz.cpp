@@ -25,6 +25,7 @@
 
 #include <kagi/store/detail/log_format.hpp>
 #include "../parsers/fuzz_check.hpp"
+#include "../parsers/fuzz_reader.hpp"
 
 namespace {
 
@@ -33,23 +34,10 @@ using kagi::store::detail::encode_record;
 using kagi::store::detail::intact_record_at;
 using kagi::store::detail::parse_records;
 
-struct Reader {
-  std::string_view in;
-  size_t pos = 0;
-  uint8_t byte() { return pos < in.size() ? static_cast<uint8_t>(in[pos++]) : 0; }
-  std::string_view take(size_t n) {
-    n = std::min(n, in.size() - pos);
-    std::string_view s = in.substr(pos, n);
-    pos += n;
-    return s;
-  }
-  std::string_view rest() { return take(in.size() - pos); }
-};
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Reader r{std::string_view(reinterpret_cast<const char*>(data), size)};
+  FuzzReader r{std::string_view(reinterpret_cast<const char*>(data), size)};
   const size_t count = r.byte() % 33;
   std::vector<std::string> records;
   for (size_t i = 0; i < count; ++i) records.emplace_back(r.take(r.byte() % 64));

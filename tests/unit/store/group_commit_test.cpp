@@ -76,6 +76,16 @@ class GroupCommitTest : public ::testing::Test {
     return dir;
   }
 
+  // The records of `log`, read as a reader does (under the shared lock), asserting the read
+  // works.
+  std::vector<std::string> records(DataDir& dir, const std::string& log) {
+    auto reader = context("r");
+    auto g = reader->shared("board");
+    auto read = dir.read_log(g, log);
+    EXPECT_TRUE(read.ok()) << log << ": " << read.status().message();
+    return read.ok() ? read.value() : std::vector<std::string>{};
+  }
+
   fs::path root_;
   std::unique_ptr<lock::LockService> service_;
 };
@@ -512,12 +522,10 @@ TEST_F(GroupCommitTest, APowerCutNeverLosesAnAcknowledgedOrShownRecord) {
     auto after = open(real_fs(), sub, false);
     ASSERT_TRUE(after);
     restored += after->replayed().restored;
-    auto ctx = context("after");
-    auto g = ctx->shared("board");
     std::set<std::string> survived;
     for (int l = 0; l < kLogs; ++l) {
-      const auto records = after->read_log(g, log_name(l)).value();
-      survived.insert(records.begin(), records.end());
+      const auto kept = records(*after, log_name(l));
+      survived.insert(kept.begin(), kept.end());
     }
     for (const auto& rec : seen.acked) {
       ASSERT_TRUE(survived.contains(rec))
@@ -588,11 +596,8 @@ TEST_F(GroupCommitTest, AJournalRoundFlushesOneFileForManyLogsAndReplayPutsTheir
   auto after = open(real_fs(), "j", false);
   ASSERT_TRUE(after);
   EXPECT_EQ(after->replayed().restored, 8u);
-  auto reader = context("r");
-  auto g = reader->shared("board");
   for (const std::string& log : logs) {
-    EXPECT_EQ(after->read_log(g, log).value(), (std::vector<std::string>{"first", "second"}))
-        << log;
+    EXPECT_EQ(records(*after, log), (std::vector<std::string>{"first", "second"})) << log;
   }
 }
 
@@ -617,10 +622,8 @@ TEST_F(GroupCommitTest, ReplayWritesNothingTheLogsHoldAndLeavesAReplacedLogAlone
   EXPECT_EQ(after->replayed().entries, 8u);
   EXPECT_EQ(after->replayed().restored, 0u);
   EXPECT_EQ(after->replayed().skipped, 1u) << "log0.log was replaced";
-  auto reader = context("r");
-  auto g = reader->shared("board");
-  EXPECT_EQ(after->read_log(g, "log0.log").value(), std::vector<std::string>{"compacted"});
-  EXPECT_EQ(after->read_log(g, "log1.log").value(), (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(records(*after, "log0.log"), std::vector<std::string>{"compacted"});
+  EXPECT_EQ(records(*after, "log1.log"), (std::vector<std::string>{"first", "second"}));
   // Replayed once: the next opening finds the journal empty.
   after.reset();
   auto again = open(real_fs(), "k", false);
@@ -648,11 +651,9 @@ TEST_F(GroupCommitTest, AFullJournalStartsOverAfterASyncfsAndKeepsEveryRecord) {
   auto after = open(real_fs(), "full", false);
   ASSERT_TRUE(after);
   EXPECT_LT(after->replayed().entries, 10u) << "older epochs are not replayed";
-  auto reader = context("r");
-  auto g = reader->shared("board");
   std::set<std::string> kept;
   for (int l = 0; l < 2; ++l) {
-    for (const std::string& rec : after->read_log(g, "log" + std::to_string(l) + ".log").value()) {
+    for (const std::string& rec : records(*after, "log" + std::to_string(l) + ".log")) {
       kept.insert(rec);
     }
   }
@@ -710,9 +711,7 @@ TEST_F(GroupCommitTest, TwoJournalsTakingTurnsOnOneLogKeepEveryAcknowledgedRecor
   auto after = open(real_fs(), "two", false);
   ASSERT_TRUE(after);
   EXPECT_EQ(after->replayed().journals, 2u);
-  auto reader = context("r");
-  auto g = reader->shared("board");
-  EXPECT_EQ(after->read_log(g, "board.log").value(), acked);
+  EXPECT_EQ(records(*after, "board.log"), acked);
   EXPECT_EQ(after->damaged_spans(), 0u);
 }
 
@@ -758,9 +757,7 @@ TEST_F(GroupCommitTest, AJournalCutAtAnyByteReplaysOnlyItsWholeEntries) {
     ASSERT_TRUE(after);
     std::vector<std::string> want = {"first"};
     for (size_t i = 0; i < ends.size() && ends[i] <= cut; ++i) want.push_back(journaled[i]);
-    auto reader = context("r");
-    auto g = reader->shared("board");
-    ASSERT_EQ(after->read_log(g, "board.log").value(), want) << "cut at byte " << cut;
+    ASSERT_EQ(records(*after, "board.log"), want) << "cut at byte " << cut;
     ASSERT_EQ(after->damaged_spans(), 0u) << "cut at byte " << cut;
   }
 }
@@ -788,10 +785,7 @@ TEST_F(GroupCommitTest, ARestartFlushesTheLogsBeforeItEmptiesTheJournal) {
   cut_power(power, root_ / "restart");
   auto after = open(real_fs(), "restart", false);
   ASSERT_TRUE(after);
-  auto reader = context("r");
-  auto g = reader->shared("board");
-  EXPECT_EQ(after->read_log(g, "board.log").value(),
-            (std::vector<std::string>{"first", "journaled"}));
+  EXPECT_EQ(records(*after, "board.log"), (std::vector<std::string>{"first", "journaled"}));
 }
 
 // A log compacted in the middle of an epoch has entries for the old file, then for the new
@@ -817,9 +811,7 @@ TEST_F(GroupCommitTest, ReplayMatchesEveryEntryAgainstTheFileThePathNames) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->replayed().skipped, 1u) << "the old file's entry";
   EXPECT_GE(after->replayed().restored, 1u) << "the new file's";
-  auto reader = context("r");
-  auto g = reader->shared("board");
-  EXPECT_EQ(after->read_log(g, "board.log").value(),
+  EXPECT_EQ(records(*after, "board.log"),
             (std::vector<std::string>{"first", "old file", "new file 1", "new file 2"}));
 }
 
@@ -858,10 +850,7 @@ TEST_F(GroupCommitTest, ATornTailAReaderSawIsNotCountedDurableForTheRecordWritte
     cut_power(power, root_ / sub);
     auto after = open(real_fs(), sub, false);
     ASSERT_TRUE(after);
-    auto reader = context("r");
-    auto g = reader->shared("board");
-    EXPECT_EQ(after->read_log(g, "board.log").value(),
-              (std::vector<std::string>{"first", "second"}))
+    EXPECT_EQ(records(*after, "board.log"), (std::vector<std::string>{"first", "second"}))
         << (journal ? "with" : "without") << " the journal: the acknowledged record was lost";
   }
 }

@@ -106,10 +106,7 @@ uint64_t GroupSync::journal_rounds() const {
   return journal_rounds_;
 }
 
-uint64_t GroupSync::journal_checkpoints() const {
-  util::MutexLock lock(mu_);
-  return journal_checkpoints_;
-}
+uint64_t GroupSync::journal_checkpoints() const { return journal_ ? journal_->checkpoints() : 0; }
 
 GroupSync::~GroupSync() {
   std::thread flusher;
@@ -233,7 +230,7 @@ void GroupSync::journal_round(std::vector<RoundFile*>& files) {
                    .path = *f->path,
                    .offset = from,
                    .bytes = {}};
-    const uint64_t size = Journal::kEntryHeaderSize + e.path.size() + (f->end - from);
+    const uint64_t size = kJournalEntryHeaderSize + e.path.size() + (f->end - from);
     if (size > room) continue;  // too much for the journal: flushed by its own call
     if (read_from(fs_, f->fd, static_cast<off_t>(from), e.bytes, static_cast<off_t>(f->end)) < 0 ||
         e.bytes.size() != f->end - from) {
@@ -257,7 +254,6 @@ void GroupSync::journal_round(std::vector<RoundFile*>& files) {
   util::MutexLock lock(mu_);
   ++flushes_;
   ++journal_rounds_;
-  journal_checkpoints_ = journal_->checkpoints();
 }
 
 int64_t GroupSync::flush_round(std::vector<Submitted>& round) {

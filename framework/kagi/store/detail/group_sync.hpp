@@ -116,7 +116,7 @@ class GroupSync {
   // Rounds whose logs went through the journal (each one fdatasync), and the syncfs calls that
   // started it over.
   uint64_t journal_rounds() const KAGI_EXCLUDES(mu_);
-  uint64_t journal_checkpoints() const KAGI_EXCLUDES(mu_);
+  uint64_t journal_checkpoints() const;
 
   // fsync and syncfs calls made so far (what the group saved shows against the requests).
   uint64_t flushes() const KAGI_EXCLUDES(mu_);
@@ -177,7 +177,6 @@ class GroupSync {
   // failed it refuses more (Journal::broken), and rounds flush the logs themselves.
   std::unique_ptr<Journal> journal_;
   uint64_t journal_rounds_ KAGI_GUARDED_BY(mu_) = 0;
-  uint64_t journal_checkpoints_ KAGI_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kagi::store::detail

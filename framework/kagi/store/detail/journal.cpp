@@ -180,8 +180,9 @@ Status Journal::open(FileSystem& fs, int root, mode_t file_mode, uint64_t capaci
     if (!want) continue;  // the flock goes with the descriptor
     struct stat st {};
     if (int r = fs.fstat(fd, &st); r < 0) return replay_failed(r, name, "fstat");
-    kept->reset(new Journal(fs, std::move(file), st.st_dev, capacity, epoch,
-                            std::max<uint64_t>(static_cast<uint64_t>(st.st_size), kHeaderSize)));
+    kept->reset(
+        new Journal(fs, std::move(file), st.st_dev, capacity, epoch,
+                    std::max<uint64_t>(static_cast<uint64_t>(st.st_size), kJournalHeaderSize)));
   }
   if (keep && !*kept) {
     util::log_warn(
@@ -196,7 +197,7 @@ Journal::Journal(FileSystem& fs, util::UniqueFd fd, dev_t dev, uint64_t capacity
     : fs_(fs),
       fd_(std::move(fd)),
       dev_(dev),
-      capacity_(std::max(capacity, kHeaderSize + kEntryHeaderSize + 4096)),
+      capacity_(std::max(capacity, kJournalHeaderSize + kJournalEntryHeaderSize + 4096)),
       epoch_(epoch),
       allocated_(allocated) {}
 
@@ -232,7 +233,7 @@ Status Journal::write(const std::vector<JournalEntry>& entries) {
   buffer_.clear();
   uint64_t at = offset_;
   uint64_t size = 0;
-  for (const JournalEntry& e : entries) size += size_of(e);
+  for (const JournalEntry& e : entries) size += journal_entry_size(e);
   if (at + size > capacity_) {
     // Full: every log of the filesystem made durable by one syncfs, after which no entry
     // written so far is needed, and a new epoch starts at the top.

@@ -63,9 +63,6 @@ using OpenLogForReplay = std::function<int(std::string_view path, util::UniqueFd
 
 class Journal {
  public:
-  static constexpr uint64_t kHeaderSize = kJournalHeaderSize;
-  static constexpr uint64_t kEntryHeaderSize = kJournalEntryHeaderSize;
-
   // Replays every journal of data.dir (`root`) that no process holds. With `keep`, then takes
   // a slot for this process (creating the folder and file, `file_mode`) and returns it; else
   // returns null. `*counts` says what replay did. Fails (nothing kept) if a log could not be
@@ -83,9 +80,7 @@ class Journal {
   dev_t dev() const { return dev_; }
   // The most entry bytes one write() takes (paths and headers included); a round with more
   // flushes the rest of its logs itself.
-  uint64_t room() const { return capacity_ - kHeaderSize; }
-  // The bytes `entry` takes in the journal.
-  static uint64_t size_of(const JournalEntry& entry) { return journal_entry_size(entry); }
+  uint64_t room() const { return capacity_ - kJournalHeaderSize; }
 
   // Writes `entries` (together at most room()) and makes them durable: one write, one
   // fdatasync, after a syncfs when the journal is full. After a failure the journal refuses
@@ -111,8 +106,8 @@ class Journal {
   const uint64_t capacity_;
   mutable util::Mutex mu_;
   uint64_t epoch_ KAGI_GUARDED_BY(mu_);
-  uint64_t offset_ KAGI_GUARDED_BY(mu_) = kHeaderSize;  // where the next entry goes
-  uint64_t allocated_ KAGI_GUARDED_BY(mu_);             // the file's size
+  uint64_t offset_ KAGI_GUARDED_BY(mu_) = kJournalHeaderSize;  // where the next entry goes
+  uint64_t allocated_ KAGI_GUARDED_BY(mu_);                    // the file's size
   uint64_t checkpoints_ KAGI_GUARDED_BY(mu_) = 0;
   bool broken_ KAGI_GUARDED_BY(mu_) = false;
   std::string buffer_ KAGI_GUARDED_BY(mu_);  // the encoded round, reused

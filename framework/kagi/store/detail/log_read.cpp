@@ -27,7 +27,7 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
   long r = fs.fstat_birth(fd, &st, &birth_ns);
   if (r == 0) r = read_from(fs, fd, 0, bytes, st.st_size);
   if (r < 0) return Status::failed(sys_error(r), "read_log", path, "read");
-  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, bytes.size(), st};
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, 0, st};
 
   std::vector<std::string> records;
   std::vector<Damage> spans;
@@ -36,11 +36,8 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
     case Header::kForeign:
       return not_a_log(path);
     case Header::kPartial:
-      seen->size = 0;  // a torn creation: nothing shown
       return records;
     case Header::kValid:
-      // What the reader is shown ends with the last intact record: a torn tail past it is
-      // not shown, and must not count as made durable (a writer cuts it and writes there).
       seen->size =
           kLogMagic.size() + parse_records(view.substr(kLogMagic.size()), &records, &spans);
       break;
@@ -67,7 +64,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes);
   if (at < 0) return Status::failed(sys_error(at), "read_log", path, "read");
   const auto start = static_cast<uint64_t>(at);
-  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, start + bytes.size(), st};
+  *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, 0, st};
 
   LogTail tail;
   std::string_view view = bytes;
@@ -81,7 +78,6 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
         return not_a_log(path);
       case Header::kPartial:
         cursor = LogCursor{};  // a torn creation: nothing to read yet
-        seen->size = 0;
         return tail;
       case Header::kValid:
         view.remove_prefix(kLogMagic.size());
@@ -91,7 +87,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   }
   std::vector<Damage> spans;
   const size_t valid = parse_records(view, &tail.records, &spans);
-  seen->size = from + valid;  // up to the last intact record, as read_records
+  seen->size = from + valid;
   if (!spans.empty()) damage.report("read_log", path, st, from, spans);
   std::optional<size_t> last_payload;
   if (!tail.records.empty()) last_payload = tail.records.back().size();

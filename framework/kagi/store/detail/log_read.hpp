@@ -19,6 +19,8 @@ namespace kagi::store::detail {
 // Which file a read saw and how far: what must be durable before anyone is shown it.
 struct ReadExtent {
   FileId id;
+  // The end of the last intact record the read returned (0: none). A torn tail past it is not
+  // shown, and must not count as made durable: a writer cuts it and writes its record there.
   uint64_t size = 0;
   struct stat st {};  // the file's status the read went by
 };
