@@ -238,15 +238,20 @@ def start_c_hello(env, name="hello", args=()):
     return sock, proc.pid  # -n: spawn-fcgi becomes the program (no fork)
 
 
+# Every server of the benchmark's own reads its FastCGI program through the recipe's buffers.
+RECIPE_BUFFERS = harness.recipe_buffers(os.path.join(HERE, "..", "..", ".."))
+
+
 def c_server(upstream, sock, port):
-    """An nginx server on `port` in front of a C peer on `sock`, with kept connections (as
-    kagi's recipe)."""
+    """An nginx server on `port` in front of a C peer on `sock`, with kept connections and the
+    buffers of kagi's recipe."""
     return """
     upstream %s { server unix:%s; keepalive %d; }
     server {
         listen 127.0.0.1:%d;
+        %s
         location / { include fastcgi_params; fastcgi_pass %s; fastcgi_keep_conn on; }
-    }""" % (upstream, sock, CONNECTIONS, port, upstream)
+    }""" % (upstream, sock, CONNECTIONS, port, RECIPE_BUFFERS, upstream)
 
 
 # The reads whose answers are big: their floor is also measured answering the same bytes.
@@ -336,8 +341,9 @@ def peer_servers(c_port, c_sock, php_port, php_sock, php_data):
                               ("/chat/", "chat.php")))
     return c_server("c_hello", c_sock, c_port) + """
     server {
-        listen 127.0.0.1:%d;%s
-    }""" % (php_port, locations)
+        listen 127.0.0.1:%d;
+        %s%s
+    }""" % (php_port, RECIPE_BUFFERS, locations)
 
 
 def start_nginx(env, port, base_port, sock, extra=""):
@@ -375,15 +381,16 @@ def run_kagi(env, fsync, extra=(), processes=2, name=None):
 
 
 def kagi_server(name, sockets, port):
-    """An nginx upstream over `sockets` (kept connections, as the shipped recipe) and a
-    server on `port` in front of it."""
+    """An nginx upstream over `sockets` (kept connections and buffers, as the shipped recipe)
+    and a server on `port` in front of it."""
     return """
     upstream %s { %s keepalive 32; }
     server {
         listen 127.0.0.1:%d;
+        %s
         location / { include fastcgi_params; fastcgi_param REMOTE_ADDR $remote_addr;
                      fastcgi_pass %s; fastcgi_keep_conn on; }
-    }""" % (name, " ".join("server unix:%s;" % s for s in sockets), port, name)
+    }""" % (name, " ".join("server unix:%s;" % s for s in sockets), port, RECIPE_BUFFERS, name)
 
 
 ONE_PROCESS = "1 process x 4 threads"

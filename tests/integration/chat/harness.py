@@ -9,6 +9,7 @@ http(): one HTTP/1.1 request over a raw asyncio socket (many thousands can run a
 """
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -19,6 +20,19 @@ import subprocess
 import tempfile
 import resource
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "..", "..", "..")
+
+
+def recipe_buffers(source):
+    """The shipped recipe's FastCGI buffers: the frontends' harness reads them (it shares this
+    module's name, so it is loaded under another)."""
+    spec = importlib.util.spec_from_file_location(
+        "frontends_harness", os.path.join(HERE, "..", "frontends", "harness.py"))
+    frontends = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(frontends)
+    return frontends.recipe_buffers(source)
 
 NGINX_CONF = """
 {user}
@@ -41,6 +55,7 @@ http {{
   }}
   server {{
     listen 127.0.0.1:{port}{reuseport};
+    {buffers}
     location / {{
       include /etc/nginx/fastcgi_params;
       fastcgi_param SCRIPT_NAME "";
@@ -158,6 +173,7 @@ class Site:
             user = "user root;" if os.geteuid() == 0 else ""
             f.write(NGINX_CONF.format(user=user, tmp=self.tmp, port=self.port, servers=servers,
                                       workers=self.nginx_workers,
+                                      buffers=recipe_buffers(SOURCE),
                                       reuseport=" reuseport" if self.nginx_workers > 1 else ""))
         self.nginx = subprocess.Popen(["nginx", "-c", conf, "-p", self.tmp],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -268,6 +268,17 @@ def killpg(pgid, sig):
         pass
 
 
+def recipe_buffers(source):
+    """The FastCGI buffer sizes of the shipped recipe (conf/nginx/kagi.conf under `source`), as
+    directives for an nginx server of a test's or benchmark's own: what it measures is then
+    read through the buffers kagi is read through in production."""
+    shipped = open(os.path.join(source, "conf", "nginx", "kagi.conf")).read()
+    lines = re.findall(r"^\s*(fastcgi_buffers?(?:_size)?\s[^;]*;)", shipped, re.MULTILINE)
+    if not lines:
+        raise AssertionError("conf/nginx/kagi.conf sets no fastcgi_buffer_size; update the test")
+    return " ".join(lines)
+
+
 def substitute(text, pairs):
     """Replaces each (old, new); a missing `old` means the recipe changed: fail loudly."""
     for old, new in pairs:
