@@ -626,6 +626,16 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floo
     return rows
 
 
+def start_http_floor(env, port):
+    """The HTTP floor (tests/bench/peers/http_floor.c): a C epoll server, one thread per core,
+    answering every request head with fixed bytes, on `port`."""
+    binary = env.path("http_floor")
+    subprocess.run(["cc", "-O2", "-pthread", os.path.join(PEERS, "http_floor.c"), "-o", binary],
+                   check=True)
+    proc = env.start([binary, str(port)], "http_floor.out")
+    harness.wait_for_port(port, proc, "http_floor")
+
+
 def embedded_scenarios(bench, env, base_port, floor=None):
     """kagi-demo's own HTTP front end (Boost.Beast), no nginx in front: one process with as many
     threads as cores, the same app rows as behind nginx, and hellos kept-alive and pipelined next
@@ -637,6 +647,9 @@ def embedded_scenarios(bench, env, base_port, floor=None):
     harness.wait_for_port(port, proc, "kagi-demo --http")
     node = env.start(["node", os.path.join(PEERS, "node_hello.js"), str(node_port)], "node.out")
     harness.wait_for_port(node_port, node, "node")
+    floor_port = harness.free_port()
+    start_http_floor(env, floor_port)
+    floor_url = "http://127.0.0.1:%d/" % floor_port
     pipe = os.path.join(HERE, "pipeline.lua")
     base = "http://127.0.0.1:%d/" % base_port
     node_url = "http://127.0.0.1:%d/" % node_port
@@ -646,10 +659,14 @@ def embedded_scenarios(bench, env, base_port, floor=None):
     # first one, on a shared machine, the same nginx measured 25% apart.
     r["base"] = bench.scenario("nginx return 200 (beside the embedded rows)", base)
     r["node"] = bench.scenario("Node.js http hello (cluster, %d processes)" % cores, node_url)
+    r["floor"] = bench.scenario("C epoll HTTP hello (the floor: fixed bytes per request head)",
+                                floor_url)
     r["hello"] = bench.scenario("kagi hello (embedded HTTP, no nginx)", hello)
     r["base_pipe"] = bench.scenario("nginx return 200, pipelined x16", base, pipe, timed=False)
     r["node_pipe"] = bench.scenario("Node.js http hello, pipelined x16", node_url, pipe,
                                     timed=False)
+    r["floor_pipe"] = bench.scenario("C epoll HTTP hello (the floor), pipelined x16", floor_url,
+                                     pipe, timed=False)
     r["hello_pipe"] = bench.scenario("kagi hello (embedded HTTP), pipelined x16", hello, pipe,
                                      timed=False)
     token = csrf_token(port)
@@ -775,16 +792,18 @@ def goals(r):
             out.append(("kagi %s (data.fsync=never%s) vs libfcgi C hello" % (
                 what, ", " + shape if shape else ""), never[key]["rps"] / r["c_hello"]["rps"],
                 want, None))
-    # The embedded HTTP front end, against nginx `return 200` and Node.js, same run.
+    # The embedded HTTP front end, against nginx `return 200` and Node.js, same run; what each
+    # goal needs is set beside the HTTP floor (http_floor.c) of the same run.
     h = r["http"]
-    out.append(("kagi hello (embedded HTTP) vs nginx return 200", h["hello"]["rps"] /
-                h["base"]["rps"], 0.8, None))
-    out.append(("kagi hello (embedded HTTP) vs Node.js http hello", h["hello"]["rps"] /
-                h["node"]["rps"], 2.0, None))
-    out.append(("kagi hello (embedded HTTP), pipelined vs nginx return 200 pipelined",
-                h["hello_pipe"]["rps"] / h["base_pipe"]["rps"], 0.8, None))
-    out.append(("kagi hello (embedded HTTP), pipelined vs Node.js pipelined",
-                h["hello_pipe"]["rps"] / h["node_pipe"]["rps"], 2.0, None))
+    for what, key, peer, peer_key, want in (
+            ("kagi hello (embedded HTTP) vs nginx return 200", "hello", "base", "floor", 0.8),
+            ("kagi hello (embedded HTTP) vs Node.js http hello", "hello", "node", "floor", 2.0),
+            ("kagi hello (embedded HTTP), pipelined vs nginx return 200 pipelined", "hello_pipe",
+             "base_pipe", "floor_pipe", 0.8),
+            ("kagi hello (embedded HTTP), pipelined vs Node.js pipelined", "hello_pipe",
+             "node_pipe", "floor_pipe", 2.0)):
+        out.append((what, h[key]["rps"] / h[peer]["rps"], want,
+                    (want * h[peer]["rps"], h[peer_key]["rps"], "the HTTP floor")))
     out.append(("kagi BBS page read (embedded HTTP) vs nginx return 200",
                 h["app"]["page"]["rps"] / h["base"]["rps"], 0.5, None))
     for fsync in ("never", "always"):
@@ -826,11 +845,18 @@ def same_work_ratios(r):
 
 
 def floor_note(needed, floor):
-    """Whether a goal asks for more than the FastCGI floor measured in the same run."""
+    """Whether a goal asks for more than its floor measured in the same run: `needed` is the
+    req/s it needs (against the FastCGI floor, `floor`), or (req/s, a floor of its own, its
+    name), or None."""
     if needed is None:
         return ""
+    name = "the floor"
+    if isinstance(needed, tuple):
+        needed, floor, name = needed
+        if needed > floor:
+            return "%.0f req/s: above %s (%.0f)" % (needed, name, floor)
     if needed > floor:
-        return "%.0f req/s: above the floor" % needed
+        return "%.0f req/s: above %s" % (needed, name)
     return "%.0f req/s" % needed
 
 
@@ -878,6 +904,16 @@ def write_report(path, bench, results, command):
         "asks a FastCGI app that reads and writes data under locks to answer faster than one "
         "that does nothing; no FastCGI app behind this nginx on this machine can meet it." % floor,
     ]
+    if "http" in results and "floor" in results["http"]:
+        lines += [
+            "",
+            "*The HTTP floor* is the same for the embedded front end: a C program "
+            "(`tests/bench/peers/http_floor.c`, epoll, one thread per core) that answers every "
+            "request head it reads with fixed bytes, no parsing, on the same cores as wrk "
+            "(%.0f req/s kept alive, %.0f pipelined). A goal above it asks more than any HTTP "
+            "server can answer on this machine." % (results["http"]["floor"]["rps"],
+                                                    results["http"]["floor_pipe"]["rps"]),
+        ]
     lines += [
         "",
         "### The same bytes from the floor",
