@@ -31,7 +31,8 @@ struct AdminState {
       : access(app.conf().get_string("admin.htpasswd"), app.conf().get_strings("admin.allow")),
         locks_dir(lock::host_state_dir(app.locks().options())),
         locks(app.locks().options()),
-        publisher(app.locks(), app.requests(), {.damage = &store::damage_log()}),
+        publisher(app.locks(), app.requests(),
+                  {.damage = &store::damage_log(), .data = &app.data()}),
         cluster_publisher(cluster_publisher_for(locks)),
         offline_locks(app.offline_locks()),
         sessions(app.sessions()) {}

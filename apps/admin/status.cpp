@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -188,6 +189,41 @@ void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
   w.end_array().end_object();
 }
 
+// The store's durability counters (store/store_stats.hpp) as /admin/locks.json ("storage"),
+// /metrics (kagi_store_<key>_total, a time in seconds) and the page show them.
+struct StoreCounter {
+  const char* key;
+  const char* metric;
+  const char* help;
+  uint64_t store::StoreStats::*field;
+  double per_unit = 1;  // the metric's value per count (µs to seconds)
+};
+const StoreCounter kStoreCounters[] = {
+    {"rounds", "kagi_store_rounds_total",
+     "Group commit rounds: each made the records of every request waiting for it durable at once.",
+     &store::StoreStats::rounds},
+    {"round_requests", "kagi_store_round_requests_total",
+     "Requests (and blocking waits) that group commit rounds answered.",
+     &store::StoreStats::round_requests},
+    {"round_flush_us", "kagi_store_round_flush_seconds_total",
+     "Time group commit rounds spent in their flush calls.", &store::StoreStats::round_flush_us,
+     1e-6},
+    {"flushes", "kagi_store_flushes_total",
+     "Flush calls of group commit rounds: fsync, syncfs, the journal's fdatasync.",
+     &store::StoreStats::flushes},
+    {"journal_rounds", "kagi_store_journal_rounds_total",
+     "Rounds whose logs went through the journal (one fdatasync for all of them).",
+     &store::StoreStats::journal_rounds},
+    {"journal_checkpoints", "kagi_store_journal_checkpoints_total",
+     "syncfs calls that started a full journal over.", &store::StoreStats::journal_checkpoints},
+    {"syncfs_declined", "kagi_store_syncfs_declined_total",
+     "Rounds that flushed each file because too much else was dirty for a syncfs.",
+     &store::StoreStats::syncfs_declined},
+    {"replayed", "kagi_store_replayed_total",
+     "Journal entries the workers' starts wrote back into logs a power cut had cut short.",
+     &store::StoreStats::replayed},
+};
+
 // The "stats" object of /admin/locks.json (docs/ADMIN.md): one host's sums.
 void write_stats(util::JsonWriter& w, const stats::HostStats& host) {
   w.begin_object()
@@ -226,7 +262,9 @@ void write_stats(util::JsonWriter& w, const stats::HostStats& host) {
     write_histogram(w, r.duration);
     w.end_object();
   }
-  w.end_array().end_object();
+  w.end_array().key("storage").begin_object();
+  for (const StoreCounter& c : kStoreCounters) w.key(c.key).value(host.storage.*c.field);
+  w.end_object().end_object();
 }
 
 // The events array of /admin/locks.json: newest first.
@@ -738,6 +776,14 @@ std::string to_prometheus(const LockStatus& s) {
     histogram_metric(out, "kagi_request_duration_seconds", "route=\"" + label(route) + "\"",
                      r.duration);
   }
+  for (const StoreCounter& c : kStoreCounters) {
+    const uint64_t n = s.host.storage.*c.field;
+    out +=
+        std::string("# HELP ") + c.metric + " " + c.help + "\n# TYPE " + c.metric + " counter\n" +
+        c.metric + " " +
+        (c.per_unit == 1 ? std::to_string(n) : seconds_text(static_cast<double>(n) * c.per_unit)) +
+        "\n";
+  }
   return out;
 }
 
@@ -765,6 +811,31 @@ std::string to_text(const LockStatus& s) {
   if (s.offline) offline_text(*s.offline, out);
   return out;
 }
+
+namespace {
+
+// The page's storage section (templates/admin/locks.html, {{#STORAGE}}): shown once group
+// commit has made a round or a start replayed the journal (data.fsync = "always" on files).
+void store_dict(const store::StoreStats& st, view::Dict& dict) {
+  if (st == store::StoreStats{}) {
+    dict.show_section("NO_STORAGE");
+    return;
+  }
+  view::Dict d = dict.add_section("STORAGE");
+  for (const StoreCounter& c : kStoreCounters) {
+    std::string key = c.key;
+    std::transform(key.begin(), key.end(), key.begin(), [](char ch) { return std::toupper(ch); });
+    d.set(key, static_cast<int64_t>(st.*c.field));
+  }
+  // Averages over the rounds: what a round shares, and what its flush costs.
+  const double rounds = static_cast<double>(std::max<uint64_t>(st.rounds, 1));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(st.round_requests) / rounds);
+  d.set("PER_ROUND", std::string(text));
+  d.set("FLUSH_US", static_cast<int64_t>(static_cast<double>(st.round_flush_us) / rounds));
+}
+
+}  // namespace
 
 void fill_dict(const LockStatus& s, view::Dict& dict) {
   dict.set("GENERATED_AT", iso_time(unix_ms(s.now)));
@@ -854,6 +925,7 @@ void fill_dict(const LockStatus& s, view::Dict& dict) {
     r.set("ROW_CLASS", by_class[5] > 0 ? "bad" : "");
   }
   if (s.host.requests.routes.empty()) dict.show_section("NO_ROUTES");
+  store_dict(s.host.storage, dict);
   for (const stats::Event& e : s.host.events) {
     view::Dict r = dict.add_section("EVENT");
     r.set("TIME", iso_time(e.unix_ms));

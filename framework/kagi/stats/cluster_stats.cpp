@@ -53,7 +53,8 @@ std::vector<HostStatsRow> read_cluster_stats(const pg::ConnectOptions& options,
     row.age_ms = reply[0].get_int(i, 3);
     std::string text;
     if (!pg::decode_hex(reply[0].get(i, 2), text) ||
-        !decode_stats_file(text, row.stats.stats, row.stats.requests, row.stats.events)) {
+        !decode_stats_file(text, row.stats.stats, row.stats.requests, row.stats.events,
+                           &row.stats.storage)) {
       continue;  // written by another kagi version: shown once it publishes ours
     }
     rows.push_back(std::move(row));
@@ -82,7 +83,7 @@ bool ClusterStatsPublisher::publish_now() {
   util::MutexLock lock(publish_mu_);
   const HostStats host = read_host_stats(locks_dir_);
   const std::deque<Event> events(host.events.begin(), host.events.end());
-  std::string text = encode_stats_file(host.stats, host.requests, events);
+  std::string text = encode_stats_file(host.stats, host.requests, events, host.storage);
   const auto now = Clock::now();
   if (text == last_text_ && now - last_write_ < kHeartbeat && conn_ && !conn_->broken()) {
     return true;

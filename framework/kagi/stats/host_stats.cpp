@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <iterator>
 #include <system_error>
 
 #include <kagi/lock/live_file.hpp>
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/store/data_store.hpp>
 #include <kagi/store/detail/file_io.hpp>
 #include <kagi/store/fs.hpp>
 #include <kagi/util/unique_fd.hpp>
@@ -31,6 +33,13 @@ int64_t unix_ms_now() {
 }
 
 constexpr size_t kMaxTextField = 512;
+
+// The store's counters in the order of their "s" line.
+constexpr uint64_t store::StoreStats::*kStoreFields[] = {
+    &store::StoreStats::rounds,          &store::StoreStats::round_requests,
+    &store::StoreStats::round_flush_us,  &store::StoreStats::flushes,
+    &store::StoreStats::journal_rounds,  &store::StoreStats::journal_checkpoints,
+    &store::StoreStats::syncfs_declined, &store::StoreStats::replayed};
 
 // Tabs and line breaks would split a record: route paths are percent-decoded and may hold them.
 std::string clean(std::string_view s) {
@@ -90,8 +99,8 @@ void add_into(lock::StatsSnapshot& total, const lock::StatsSnapshot& part) {
 }
 
 std::string encode_stats_file(const lock::StatsSnapshot& stats,
-                              const RequestStatsSnapshot& requests,
-                              const std::deque<Event>& events) {
+                              const RequestStatsSnapshot& requests, const std::deque<Event>& events,
+                              const store::StoreStats& storage) {
   std::string out(kMagicLine);
   out += '\n';
   for (const auto& [prefix, p] : stats.prefixes) {
@@ -118,12 +127,21 @@ std::string encode_stats_file(const lock::StatsSnapshot& stats,
            std::to_string(e.pid) + '\t' + clean(e.method) + '\t' + clean(e.path) + '\t' +
            clean(e.detail) + '\n';
   }
+  // s <the store's counters, in kStoreFields order>: only once there is something to count,
+  // so that an older reader (a rolling restart) still reads the files of most processes.
+  if (storage != store::StoreStats{}) {
+    out += "s";
+    for (auto field : kStoreFields) out += '\t' + std::to_string(storage.*field);
+    out += '\n';
+  }
   out += "end\n";
   return out;
 }
 
 bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
-                       RequestStatsSnapshot& requests, std::vector<Event>& events) {
+                       RequestStatsSnapshot& requests, std::vector<Event>& events,
+                       store::StoreStats* storage) {
+  if (storage) *storage = {};  // a file without the line (an older worker's): nothing counted
   if (text.substr(0, kMagicLine.size() + 1) != std::string(kMagicLine) + "\n") return false;
   text.remove_prefix(kMagicLine.size() + 1);
   while (!text.empty()) {
@@ -161,6 +179,12 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
         r.by_status[status] = n;
       }
       requests.routes[std::string(f[1])] = std::move(r);
+    } else if (f[0] == "s" && f.size() == 1 + std::size(kStoreFields)) {
+      store::StoreStats read;
+      for (size_t i = 0; i < std::size(kStoreFields); ++i) {
+        if (!parse_number(f[i + 1], read.*kStoreFields[i])) return false;
+      }
+      if (storage) *storage = read;
     } else if (f[0] == "e" && f.size() == 8) {
       Event e;
       if (!parse_number(f[1], e.unix_ms) || !parse_number(f[4], e.pid)) return false;
@@ -190,9 +214,13 @@ HostStats read_host_stats(const std::string& locks_dir) {
     lock::StatsSnapshot part;
     RequestStatsSnapshot requests;
     std::vector<Event> events;
-    if (!read_file(file, text) || !decode_stats_file(text, part, requests, events)) continue;
+    store::StoreStats storage;
+    if (!read_file(file, text) || !decode_stats_file(text, part, requests, events, &storage)) {
+      continue;
+    }
     add_into(host.stats, part);
     host.requests.add(requests);
+    host.storage.add(storage);
     host.events.insert(host.events.end(), events.begin(), events.end());
     ++host.processes;
   }
@@ -294,7 +322,9 @@ void StatsPublisher::publish_now() {
         std::to_string(d.length) + " damaged bytes at offset " + std::to_string(d.offset) +
             " skipped (records after it kept); see kagi-fsck"});
   }
-  std::string text = encode_stats_file(locks_.stats(), requests_.snapshot(), events);
+  std::string text =
+      encode_stats_file(locks_.stats(), requests_.snapshot(), events,
+                        options_.data ? options_.data->store_stats() : store::StoreStats{});
   if (text == last_text_) return;
   const std::string tmp = dir_ + "/tmp-" + live_->stem();
   const std::string file = dir_ + "/" + live_->stem() + ".stats";

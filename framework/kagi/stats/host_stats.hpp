@@ -3,8 +3,9 @@
 //
 // The lock layer counts per process (lock::Stats). Each process that shows host-wide numbers
 // (the admin app) runs a StatsPublisher: a thread that, every `interval`, writes that process's
-// lock StatsSnapshot, its request counts and latencies (App::requests()) and its recent notable
-// events to <locks.dir>/stats/<stem>.stats (atomic rename, only when something changed) beside
+// lock StatsSnapshot, its request counts and latencies (App::requests()), its recent notable
+// events and its store's durability statistics (store/store_stats.hpp) to
+// <locks.dir>/stats/<stem>.stats (atomic rename, only when something changed) beside
 // its <stem>.live, a lock::LiveFile held for the process's life (the same liveness mechanism as
 // the lock registry). read_host_stats() sums the .stats file of every live .live; a dead
 // process's pair is removed, so its totals drop out ("since start" means since the start of
@@ -31,6 +32,7 @@
 
 #include <kagi/app/request_stats.hpp>
 #include <kagi/lock/stats.hpp>
+#include <kagi/store/store_stats.hpp>
 #include <kagi/util/mutex.hpp>
 #include <kagi/util/thread_annotations.hpp>
 
@@ -40,7 +42,8 @@ class LockService;
 }  // namespace kagi::lock
 namespace kagi::store {
 class DamageLog;
-}
+class DataStore;
+}  // namespace kagi::store
 
 namespace kagi::stats {
 
@@ -56,6 +59,7 @@ struct Event {
 struct HostStats {
   lock::StatsSnapshot stats;      // summed over live processes
   RequestStatsSnapshot requests;  // summed over live processes
+  store::StoreStats storage;      // summed over live processes (data.backend = "files")
   std::vector<Event> events;      // newest first, at most kMaxEvents
   size_t processes = 0;           // live stats files read
 };
@@ -66,12 +70,14 @@ inline constexpr size_t kMaxEvents = 100;
 void add_into(lock::StatsSnapshot& total, const lock::StatsSnapshot& part);
 
 // The stats file text and back. decode_stats_file() returns false (and leaves the outputs in
-// an unspecified state) for text that is not a complete version-2 stats file.
+// an unspecified state) for text that is not a complete version-2 stats file. `storage` is
+// optional both ways: a file without its line (an older worker's) reads as all zeros.
 std::string encode_stats_file(const lock::StatsSnapshot& stats,
-                              const RequestStatsSnapshot& requests,
-                              const std::deque<Event>& events);
+                              const RequestStatsSnapshot& requests, const std::deque<Event>& events,
+                              const store::StoreStats& storage = {});
 bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
-                       RequestStatsSnapshot& requests, std::vector<Event>& events);
+                       RequestStatsSnapshot& requests, std::vector<Event>& events,
+                       store::StoreStats* storage = nullptr);
 
 // Reads <locks_dir>/stats/; removes the files of dead processes. Never throws for a missing
 // or unreadable directory (returns empty stats).
@@ -86,6 +92,8 @@ class StatsPublisher {
     std::chrono::milliseconds slow_hold{1000};
     // Damaged log spans to show with the events (the admin app: store::damage_log()).
     const store::DamageLog* damage = nullptr;
+    // The store whose durability statistics are published (the admin app: App::data()).
+    const store::DataStore* data = nullptr;
   };
   // Throws std::system_error if the stats directory or the .live file cannot be created.
   StatsPublisher(lock::LockService& locks, const RequestStats& requests, Options options);

@@ -59,6 +59,12 @@ detail::GroupSyncOptions group_sync_options(const DataOptions& options, bool loc
 
 }  // namespace
 
+StoreStats DataDir::store_stats() const {
+  StoreStats stats = sync_.stats();
+  stats.replayed = replayed_.restored;
+  return stats;
+}
+
 std::unique_ptr<DataDir> DataDir::open(const DataOptions& options, std::error_code& ec) {
   return open(options, real_fs(), ec);
 }

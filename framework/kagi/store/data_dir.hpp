@@ -176,14 +176,9 @@ class DataDir final : public DataStore {
   // Damaged spans found in the middle of logs by this DataDir (each counted and logged once;
   // also in store::damage_log()).
   uint64_t damaged_spans() const { return damage_.reported(); }
-  // fsync and syncfs calls that group commit made for logs (each covered every request waiting
-  // for it), and rounds that made an fsync per log because too much else was dirty for a syncfs.
-  uint64_t group_flushes() const { return sync_.flushes(); }
-  uint64_t group_syncfs_declined() const { return sync_.syncfs_declined(); }
-  // Rounds made durable through this process's journal, and the syncfs calls that started it
-  // over; what open() replayed.
-  uint64_t journal_rounds() const { return sync_.journal_rounds(); }
-  uint64_t journal_checkpoints() const { return sync_.journal_checkpoints(); }
+  // What group commit did so far (store_stats.hpp), with the entries open() replayed.
+  StoreStats store_stats() const override;
+  // What open() found in the journals it replayed, in detail.
   const detail::ReplayCounts& replayed() const { return replayed_; }
   void drain() override { sync_.drain(); }
 

@@ -31,6 +31,7 @@
 #include <kagi/lock/guard.hpp>
 #include <kagi/store/log_cursor.hpp>
 #include <kagi/store/status.hpp>
+#include <kagi/store/store_stats.hpp>
 
 namespace kagi::store {
 
@@ -108,6 +109,9 @@ class DataStore {
   virtual bool fsync_enabled() const = 0;
   // How many times a path was touched under a different lock than before (each is logged).
   virtual uint64_t lock_mismatches() const = 0;
+  // What this store did to make records durable (store_stats.hpp): group commit's rounds and
+  // the journal's replay for data.dir; none elsewhere (PostgreSQL makes its own commits).
+  virtual StoreStats store_stats() const { return {}; }
   // Waits until every answer held for a group flush (store/durable_scope.hpp) has been sent.
   virtual void drain() {}
 };

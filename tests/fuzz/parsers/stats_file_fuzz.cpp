@@ -22,16 +22,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kagi::lock::StatsSnapshot stats;
   RequestStatsSnapshot requests;
   std::vector<Event> events;
-  if (!kagi::stats::decode_stats_file(text, stats, requests, events)) return 0;
+  kagi::store::StoreStats storage;
+  if (!kagi::stats::decode_stats_file(text, stats, requests, events, &storage)) return 0;
 
   const std::deque<Event> queue(events.begin(), events.end());
-  const std::string once = kagi::stats::encode_stats_file(stats, requests, queue);
+  const std::string once = kagi::stats::encode_stats_file(stats, requests, queue, storage);
   kagi::lock::StatsSnapshot stats2;
   RequestStatsSnapshot requests2;
   std::vector<Event> events2;
-  FUZZ_CHECK(kagi::stats::decode_stats_file(once, stats2, requests2, events2));
+  kagi::store::StoreStats storage2;
+  FUZZ_CHECK(kagi::stats::decode_stats_file(once, stats2, requests2, events2, &storage2));
   FUZZ_CHECK(events2.size() == events.size());
+  FUZZ_CHECK(storage2 == storage);
   const std::deque<Event> queue2(events2.begin(), events2.end());
-  FUZZ_CHECK(kagi::stats::encode_stats_file(stats2, requests2, queue2) == once);
+  FUZZ_CHECK(kagi::stats::encode_stats_file(stats2, requests2, queue2, storage2) == once);
   return 0;
 }

@@ -4,7 +4,8 @@ A request holds `admin/test/1` for HOLD_MS through /_test/hold while a second on
 it; /admin/locks.json served by the process that does NOT hold the lock shows the holder
 (request id, route, client address, pid) and the waiter; kagi-locks prints the same from the
 registry; afterwards both processes report one contended acquisition for prefix admin/test.
-Then the access rules (401 / 403 / 404) and /metrics through a strict Prometheus parser.
+Then the access rules (401 / 403 / 404), /metrics through a strict Prometheus parser, and the
+group commit rounds of durable posts in stats.storage, /metrics and the page.
 """
 
 import base64
@@ -246,6 +247,42 @@ def check_metrics(fail, port):
                "the 401s of the access checks are counted under their route (%r)" % unauth)
 
 
+def check_storage(fail, port):
+    """Durable posts (data.fsync = "always", the default) show up as group commit rounds in
+    locks.json's stats.storage, in the kagi_store_* metrics and on the page, summed over both
+    workers."""
+    token = harness.request(port, "GET", "/").cookies()["kagi_csrf"]
+    hdrs = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": "kagi_csrf=" + token}
+    posts = 4
+    for i in range(posts):  # the first creates the log (flushed at once), the others wait
+        r = harness.request(port, "POST", "/bbs/general/post", harness.form_body(
+            {"_csrf": token, "name": "admin-test", "body": "durable post %d" % i}), hdrs)
+        fail.equal(r.status, 303, "durable post %d" % i)
+    want = posts - 1
+
+    def storage():
+        return locks_json(port)["stats"].get("storage", {})
+    try:
+        harness.wait_until("%d group commit rounds in locks.json" % want,
+                           lambda: storage().get("rounds", 0) >= want, 15)
+    except AssertionError as e:
+        print("  " + str(e))  # the checks below report it
+    st = storage()
+    fail.check(st.get("rounds", 0) >= want and st.get("round_requests", 0) >= st.get("rounds", 0),
+               "stats.storage counts a round for each durable post after the first (%r)" % st)
+    fail.check(st.get("flushes", 0) >= 1 and st.get("round_flush_us", 0) > 0,
+               "stats.storage counts the rounds' flushes and their time (%r)" % st)
+    fail.equal(sorted(st), sorted(["rounds", "round_requests", "round_flush_us", "flushes",
+                                   "journal_rounds", "journal_checkpoints", "syncfs_declined",
+                                   "replayed"]), "stats.storage's fields")
+    rounds = [s[2] for s in metric_samples(port, "kagi_store_rounds_total")]
+    fail.check(len(rounds) == 1 and rounds[0] >= want,
+               "kagi_store_rounds_total counts the rounds (%r)" % rounds)
+    page = harness.request(port, "GET", "/admin/locks", headers=AUTH).text()
+    fail.check('<table id="storage">' in page and "Durable writes" in page,
+               "the page shows the durable writes' table")
+
+
 def check_forbidden_and_off(env, fail, htpasswd):
     """The embedded HTTP front end with other settings: 403 for a non-allowed client, 404 off."""
     for label, extra, want in (
@@ -271,6 +308,7 @@ def run(env, fail):
     check_hold_seen_from_other_process(env, fail, port, pids)
     check_access(env, fail, port)
     check_metrics(fail, port)
+    check_storage(fail, port)
     check_forbidden_and_off(env, fail, htpasswd)
 
 

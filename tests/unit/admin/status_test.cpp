@@ -141,6 +141,33 @@ TEST(ToPrometheusTest, RequestCountsAndLatenciesPerRoute) {
       << text;
 }
 
+TEST(StorageTest, JsonAndMetricsShowTheStoresCounters) {
+  LockStatus status = sample_status();
+  status.host.storage = {.rounds = 4,
+                         .round_requests = 10,
+                         .round_flush_us = 1500,
+                         .flushes = 4,
+                         .journal_rounds = 3,
+                         .journal_checkpoints = 1,
+                         .syncfs_declined = 0,
+                         .replayed = 2};
+  const std::string json = to_json(status);
+  EXPECT_NE(json.find("\"storage\":{\"rounds\":4,\"round_requests\":10,\"round_flush_us\":1500,"
+                      "\"flushes\":4,\"journal_rounds\":3,\"journal_checkpoints\":1,"
+                      "\"syncfs_declined\":0,\"replayed\":2}"),
+            std::string::npos)
+      << json;
+  const std::string text = to_prometheus(status);
+  EXPECT_NE(text.find("# TYPE kagi_store_rounds_total counter\nkagi_store_rounds_total 4\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nkagi_store_round_flush_seconds_total 0.0015\n"), std::string::npos);
+  EXPECT_NE(text.find("\nkagi_store_replayed_total 2\n"), std::string::npos);
+  // Nothing durable yet: zeros, not missing series.
+  EXPECT_NE(to_prometheus(sample_status()).find("\nkagi_store_rounds_total 0\n"),
+            std::string::npos);
+}
+
 TEST(ToTextTest, ListsHolderAndWaiter) {
   const std::string text = to_text(sample_status());
   EXPECT_NE(text.find("bbs/board/3"), std::string::npos);

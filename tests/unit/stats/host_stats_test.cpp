@@ -11,6 +11,8 @@
 
 #include <kagi/lock/lock_service.hpp>
 #include <kagi/store/damage.hpp>
+#include <kagi/store/data_dir.hpp>
+#include <kagi/store/durable_scope.hpp>
 #include "../support/temp_dir.hpp"
 
 namespace kagi::stats {
@@ -68,6 +70,36 @@ TEST(StatsFileTest, RoundTripsCountersHistogramsRequestsAndEvents) {
   EXPECT_EQ(back_events[0].unix_ms, 1700000000123);
   EXPECT_EQ(back_events[0].path, "/bbs/3/post with tab");  // a tab cannot split the record
   EXPECT_EQ(back_events[0].pid, 42);
+}
+
+TEST(StatsFileTest, RoundTripsTheStoresCountersAndReadsAFileWithoutThemAsZeros) {
+  const store::StoreStats storage{.rounds = 1,
+                                  .round_requests = 2,
+                                  .round_flush_us = 3,
+                                  .flushes = 4,
+                                  .journal_rounds = 5,
+                                  .journal_checkpoints = 6,
+                                  .syncfs_declined = 7,
+                                  .replayed = 8};
+  lock::StatsSnapshot s;
+  RequestStatsSnapshot r;
+  std::vector<Event> e;
+  store::StoreStats back;
+  const std::string text = encode_stats_file(sample(7), sample_requests(), {}, storage);
+  ASSERT_TRUE(decode_stats_file(text, s, r, e, &back)) << text;
+  EXPECT_EQ(back, storage);
+  // Nothing to count: no line, which an older reader (before the line) still reads.
+  const std::string none = encode_stats_file(sample(7), sample_requests(), {});
+  EXPECT_EQ(none.find("\ns\t"), std::string::npos) << none;
+  back.rounds = 99;
+  ASSERT_TRUE(decode_stats_file(none, s, r, e, &back));
+  EXPECT_EQ(back, store::StoreStats{}) << "a file without the line reads as zeros";
+  std::string bad = text;
+  bad.replace(bad.find("\ns\t1\t"), 5, "\ns\tx\t");
+  EXPECT_FALSE(decode_stats_file(bad, s, r, e, &back));
+  std::string short_line = text;
+  short_line.replace(short_line.find("\t8\n"), 2, "");
+  EXPECT_FALSE(decode_stats_file(short_line, s, r, e, &back));
 }
 
 TEST(StatsFileTest, RejectsTornOrForeignText) {
@@ -229,6 +261,39 @@ TEST(StatsPublisherTest, PublishesDamagedLogSpans) {
   EXPECT_EQ(host.events[0].name, "bbs/boards/general.log");
   EXPECT_NE(host.events[0].detail.find("57 damaged bytes at offset 4096"), std::string::npos)
       << host.events[0].detail;
+}
+
+// The admin app's publisher carries its store's durability counters (store_stats.hpp) to the
+// host's sums: a durable append to an existing log is one group commit round.
+TEST(StatsPublisherTest, PublishesItsStoresDurabilityCounters) {
+  TempDir dir;
+  auto locks = service(dir.path() + "/locks");
+  std::error_code ec;
+  auto data = store::DataDir::open({.dir = dir.path() + "/data", .fsync = true}, ec);
+  ASSERT_TRUE(data) << ec.message();
+  RequestStats requests;
+  StatsPublisher publisher(*locks, requests,
+                           {.interval = std::chrono::milliseconds(60000), .data = data.get()});
+  {
+    auto ctx = locks->context({"r1", "POST", "/t", "127.0.0.1"});
+    auto guard = ctx->exclusive("test/log");
+    ASSERT_TRUE(data->append(guard, "test.log", "created").ok());  // a new log: flushed at once
+  }
+  {
+    store::DurableScope durable;  // as the App answers a request: one group commit round
+    {
+      auto ctx = locks->context({"r2", "POST", "/t", "127.0.0.1"});
+      auto guard = ctx->exclusive("test/log");
+      ASSERT_TRUE(data->append(guard, "test.log", "durable").ok());
+    }
+    ASSERT_TRUE(durable.wait().ok());
+  }
+  const store::StoreStats own = data->store_stats();
+  EXPECT_GE(own.rounds, 1u);
+  EXPECT_GE(own.round_requests, own.rounds);
+  EXPECT_GE(own.flushes, 1u);
+  publisher.publish_now();
+  EXPECT_EQ(read_host_stats(dir.path() + "/locks").storage, own);
 }
 
 TEST(ReadHostStatsTest, RemovesFilesOfDeadProcesses) {

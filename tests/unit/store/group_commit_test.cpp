@@ -200,6 +200,7 @@ TEST_F(GroupCommitTest, ARoundWaitsForMoreRequestsWhileSeveralThreadsPost) {
   auto a = context("a"), b = context("b"), c = context("c");
   ASSERT_TRUE(post(*dir, *a, "board.log", "created").ok());  // a new log syncs at once
   // A round of one request (held), then a round of the two that came meanwhile.
+  const StoreStats start = dir->store_stats();
   slow.hold();
   std::thread first([&] { EXPECT_TRUE(post(*dir, *a, "board.log", "1", true).ok()); });
   ASSERT_TRUE(slow.wait_for_held_sync());
@@ -210,13 +211,19 @@ TEST_F(GroupCommitTest, ARoundWaitsForMoreRequestsWhileSeveralThreadsPost) {
   first.join();
   second.join();
   third.join();
+  // The statistics the admin page shows (store_stats.hpp) count them so.
+  const StoreStats rounds = dir->store_stats();
+  EXPECT_EQ(rounds.rounds - start.rounds, 2u);
+  EXPECT_EQ(rounds.round_requests - start.round_requests, 3u);
+  EXPECT_GE(rounds.round_flush_us - start.round_flush_us, 50'000u) << "the held flush's 50 ms";
+  EXPECT_EQ(rounds.flushes - start.flushes, 2u);
   // Now two posts, the second 0.3 ms after the first was submitted.
-  const uint64_t before = dir->group_flushes();
+  const uint64_t before = dir->store_stats().flushes;
   std::thread fourth([&] { EXPECT_TRUE(post(*dir, *a, "board.log", "4", true).ok()); });
   std::this_thread::sleep_for(std::chrono::microseconds(300));
   EXPECT_TRUE(post(*dir, *b, "board.log", "5", true).ok());
   fourth.join();
-  EXPECT_EQ(dir->group_flushes() - before, 1u) << "the two posts did not share a round";
+  EXPECT_EQ(dir->store_stats().flushes - before, 1u) << "the two posts did not share a round";
 }
 
 TEST_F(GroupCommitTest, AFailedFlushFailsEveryRequestWaitingForIt) {
@@ -326,7 +333,7 @@ TEST_F(GroupCommitTest, ARoundOverManyLogsMakesOneSyncfs) {
     auto ctx = context("w");
     for (int round = 0; round < 2; ++round) {  // the first round creates the logs
       if (round == 1) power.set_dirty_bytes(c.dirty_bytes);
-      const uint64_t before = dir->group_flushes();
+      const uint64_t before = dir->store_stats().flushes;
       DurableScope durable;
       {
         auto g = ctx->exclusive("board");
@@ -337,8 +344,8 @@ TEST_F(GroupCommitTest, ARoundOverManyLogsMakesOneSyncfs) {
       ctx->end_request();
       ASSERT_TRUE(durable.wait().ok());
       if (round == 1) {
-        EXPECT_EQ(dir->group_flushes() - before, c.flushes) << what;
-        EXPECT_EQ(dir->group_syncfs_declined(), c.declined) << what;
+        EXPECT_EQ(dir->store_stats().flushes - before, c.flushes) << what;
+        EXPECT_EQ(dir->store_stats().syncfs_declined, c.declined) << what;
       }
     }
     // What the round's flush kept holds each log's second record.
@@ -387,11 +394,11 @@ TEST_F(GroupCommitTest, ASyncfsRoundFailsTheRequestsOfALogWhoseWriteFailed) {
   };
   ASSERT_TRUE(append_to({0, 1, 2, 4}).ok());  // makes the logs (each new one flushed at once)
   ASSERT_TRUE(append_to({3}).ok());           // flushed at once too: a new log
-  const uint64_t before = dir->group_flushes();
+  const uint64_t before = dir->store_stats().flushes;
   const Status failed = append_to({0, 1, 2, 3});
   EXPECT_FALSE(failed.ok());
   EXPECT_NE(failed.message().find("log3.log"), std::string::npos) << failed.message();
-  EXPECT_EQ(dir->group_flushes() - before, 1u) << "one syncfs for the round";
+  EXPECT_EQ(dir->store_stats().flushes - before, 1u) << "one syncfs for the round";
   EXPECT_TRUE(append_to({0, 1, 2, 4}).ok()) << "the other logs' writes were kept";
 }
 
@@ -579,11 +586,11 @@ TEST_F(GroupCommitTest, AJournalRoundFlushesOneFileForManyLogsAndReplayPutsTheir
   auto ctx = context("w");
   const auto logs = eight_logs();
   ASSERT_TRUE(append_each(*dir, *ctx, logs, "first").ok());  // new logs: each flushed at once
-  const uint64_t flushes = dir->group_flushes(), fsyncs = power.fsyncs();
+  const uint64_t flushes = dir->store_stats().flushes, fsyncs = power.fsyncs();
   ASSERT_TRUE(append_each(*dir, *ctx, logs, "second").ok());
-  EXPECT_EQ(dir->group_flushes() - flushes, 1u);
+  EXPECT_EQ(dir->store_stats().flushes - flushes, 1u);
   EXPECT_EQ(power.fsyncs() - fsyncs, 1u) << "one fdatasync of the journal, no fsync of a log";
-  EXPECT_EQ(dir->journal_rounds(), 1u);
+  EXPECT_EQ(dir->store_stats().journal_rounds, 1u);
   for (const std::string& log : logs) {
     struct stat st {};
     ASSERT_EQ(::stat((root_ / "j" / log).c_str(), &st), 0);
@@ -596,6 +603,7 @@ TEST_F(GroupCommitTest, AJournalRoundFlushesOneFileForManyLogsAndReplayPutsTheir
   auto after = open(real_fs(), "j", false);
   ASSERT_TRUE(after);
   EXPECT_EQ(after->replayed().restored, 8u);
+  EXPECT_EQ(after->store_stats().replayed, 8u);
   for (const std::string& log : logs) {
     EXPECT_EQ(records(*after, log), (std::vector<std::string>{"first", "second"})) << log;
   }
@@ -612,7 +620,7 @@ TEST_F(GroupCommitTest, ReplayWritesNothingTheLogsHoldAndLeavesAReplacedLogAlone
     const auto logs = eight_logs();
     ASSERT_TRUE(append_each(*dir, *ctx, logs, "first").ok());
     ASSERT_TRUE(append_each(*dir, *ctx, logs, "second").ok());
-    EXPECT_EQ(dir->journal_rounds(), 1u);
+    EXPECT_EQ(dir->store_stats().journal_rounds, 1u);
     auto g = ctx->exclusive("board");
     ASSERT_TRUE(dir->rewrite_log(g, "log0.log", {"compacted"}).ok());
   }
@@ -644,8 +652,8 @@ TEST_F(GroupCommitTest, AFullJournalStartsOverAfterASyncfsAndKeepsEveryRecord) {
                             std::to_string(i) + filler)
                     .ok());
   }
-  EXPECT_GT(dir->journal_checkpoints(), 1u);
-  EXPECT_GT(dir->journal_rounds(), 20u);
+  EXPECT_GT(dir->store_stats().journal_checkpoints, 1u);
+  EXPECT_GT(dir->store_stats().journal_rounds, 20u);
   dir.reset();
   cut_power(power, root_ / "full");
   auto after = open(real_fs(), "full", false);
@@ -681,8 +689,8 @@ TEST_F(GroupCommitTest, TwoJournalsTakingTurnsOnOneLogKeepEveryAcknowledgedRecor
       acked.push_back(rec);
     }
   }
-  EXPECT_GT(a->journal_rounds(), 5u);
-  EXPECT_GT(b->journal_rounds(), 5u);
+  EXPECT_GT(a->store_stats().journal_rounds, 5u);
+  EXPECT_GT(b->store_stats().journal_rounds, 5u);
   // a appends and has not flushed when b's record is acknowledged, and then the power goes:
   // b's entry must carry a's record too, or b's would follow a hole.
   std::promise<void> appended, cut;
@@ -733,7 +741,7 @@ TEST_F(GroupCommitTest, AJournalCutAtAnyByteReplaysOnlyItsWholeEntries) {
   for (const std::string& rec : journaled) {
     ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, rec).ok());  // a round each
   }
-  EXPECT_EQ(dir->journal_rounds(), 3u);
+  EXPECT_EQ(dir->store_stats().journal_rounds, 3u);
   dir.reset();
   const fs::path log = root_ / "torn" / "board.log";
   const fs::path journal = root_ / "torn" / std::string(detail::kJournalFolder) / "0";
@@ -774,7 +782,7 @@ TEST_F(GroupCommitTest, ARestartFlushesTheLogsBeforeItEmptiesTheJournal) {
     auto ctx = context("w");
     ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "first").ok());
     ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "journaled").ok());
-    EXPECT_EQ(dir->journal_rounds(), 1u);
+    EXPECT_EQ(dir->store_stats().journal_rounds, 1u);
   }
   {
     auto next = open(power, "restart");  // the restart: replays, then takes the slot again
@@ -804,7 +812,7 @@ TEST_F(GroupCommitTest, ReplayMatchesEveryEntryAgainstTheFileThePathNames) {
   ctx->end_request();
   ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "new file 1").ok());  // a new file: fsync
   ASSERT_TRUE(append_each(*dir, *ctx, {"board.log"}, "new file 2").ok());  // journaled
-  EXPECT_GE(dir->journal_rounds(), 2u);
+  EXPECT_GE(dir->store_stats().journal_rounds, 2u);
   dir.reset();
   cut_power(power, root_ / "compacted");
   auto after = open(real_fs(), "compacted", false);

@@ -81,14 +81,14 @@ void GroupSync::fail_locked(const FileId& id, int error, const char* call, std::
                   "(docs/STORAGE.md, group commit)");
 }
 
-uint64_t GroupSync::flushes() const {
-  util::MutexLock lock(mu_);
-  return flushes_;
-}
-
-uint64_t GroupSync::syncfs_declined() const {
-  util::MutexLock lock(mu_);
-  return syncfs_declined_;
+StoreStats GroupSync::stats() const {
+  StoreStats out;
+  {
+    util::MutexLock lock(mu_);
+    out = stats_;
+  }
+  out.journal_checkpoints = journal_ ? journal_->checkpoints() : 0;
+  return out;
 }
 
 bool GroupSync::little_else_dirty() {
@@ -100,13 +100,6 @@ bool GroupSync::little_else_dirty() {
 GroupSync::GroupSync(FileSystem& fs, GroupSyncOptions options) : fs_(fs), options_(options) {}
 
 void GroupSync::use_journal(std::unique_ptr<Journal> journal) { journal_ = std::move(journal); }
-
-uint64_t GroupSync::journal_rounds() const {
-  util::MutexLock lock(mu_);
-  return journal_rounds_;
-}
-
-uint64_t GroupSync::journal_checkpoints() const { return journal_ ? journal_->checkpoints() : 0; }
 
 GroupSync::~GroupSync() {
   std::thread flusher;
@@ -252,8 +245,8 @@ void GroupSync::journal_round(std::vector<RoundFile*>& files) {
     f->call = "journal";
   }
   util::MutexLock lock(mu_);
-  ++flushes_;
-  ++journal_rounds_;
+  ++stats_.flushes;
+  ++stats_.journal_rounds;
 }
 
 int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
@@ -325,8 +318,11 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
                            .count();
   {
     util::MutexLock lock(mu_);
-    flushes_ += calls;
-    if (declined) ++syncfs_declined_;
+    ++stats_.rounds;
+    stats_.round_requests += round.size();
+    stats_.round_flush_us += static_cast<uint64_t>(took / 1000);
+    stats_.flushes += calls;
+    if (declined) ++stats_.syncfs_declined;
     for (auto& [id, f] : files) {
       if (f.error != 0) {
         fail_locked(id, f.error, f.call, *f.path);

@@ -43,6 +43,7 @@
 
 #include <kagi/store/fs.hpp>
 #include <kagi/store/status.hpp>
+#include <kagi/store/store_stats.hpp>
 #include <kagi/util/mutex.hpp>
 #include <kagi/util/thread_annotations.hpp>
 #include <kagi/util/unique_fd.hpp>
@@ -113,16 +114,12 @@ class GroupSync {
 
   // From now on rounds go through `journal` where they can (before the first submit()).
   void use_journal(std::unique_ptr<Journal> journal) KAGI_EXCLUDES(mu_);
-  // Rounds whose logs went through the journal (each one fdatasync), and the syncfs calls that
-  // started it over.
-  uint64_t journal_rounds() const KAGI_EXCLUDES(mu_);
-  uint64_t journal_checkpoints() const;
-
-  // fsync and syncfs calls made so far (what the group saved shows against the requests).
-  uint64_t flushes() const KAGI_EXCLUDES(mu_);
-  // Rounds that could have used a syncfs but made an fsync each, the kernel holding more dirty
-  // data than syncfs_max_dirty_bytes (or not saying how much).
-  uint64_t syncfs_declined() const KAGI_EXCLUDES(mu_);
+  // The rounds so far: how many, what they answered, how long their flushes took, the flush
+  // calls they made (fsync, syncfs, the journal's fdatasync: what the group saved shows
+  // against the requests), those that went through the journal and its checkpoints, and those
+  // that could have used a syncfs but made an fsync each, the kernel holding more dirty data
+  // than syncfs_max_dirty_bytes (or not saying how much). `replayed` is left 0.
+  StoreStats stats() const KAGI_EXCLUDES(mu_);
 
  private:
   struct Submitted {
@@ -150,8 +147,7 @@ class GroupSync {
   FileSystem& fs_;
   const GroupSyncOptions options_;
   mutable util::Mutex mu_;
-  uint64_t flushes_ KAGI_GUARDED_BY(mu_) = 0;
-  uint64_t syncfs_declined_ KAGI_GUARDED_BY(mu_) = 0;
+  StoreStats stats_ KAGI_GUARDED_BY(mu_);  // journal_checkpoints: asked of the journal
   // The flush thread's queue.
   util::CondVar work_;
   util::CondVar idle_;
@@ -176,7 +172,6 @@ class GroupSync {
   // Set before the first round, then used by rounds only; null: none. Once a write of it
   // failed it refuses more (Journal::broken), and rounds flush the logs themselves.
   std::unique_ptr<Journal> journal_;
-  uint64_t journal_rounds_ KAGI_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kagi::store::detail
