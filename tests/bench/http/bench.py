@@ -211,11 +211,14 @@ def inside_kagi(before, after):
     prefix, waits, old_prefix = busiest("prefixes", "prefix", "wait")
     acquisitions = sum(waits)
     contended = prefix["contended"] - old_prefix.get("contended", 0)
+    # Group commit's counters (stats.storage), gained over the rounds.
+    storage = {key: value - before.get("storage", {}).get(key, 0)
+               for key, value in after.get("storage", {}).items()}
     return {"route": route["route"], "requests": sum(handled),
             "handling_p99_us": bound_us(handled, 0.99),
             "prefix": prefix["prefix"], "acquisitions": acquisitions,
             "contended": contended / float(max(acquisitions, 1)),
-            "wait_p99_us": bound_us(waits, 0.99)}
+            "wait_p99_us": bound_us(waits, 0.99), "storage": storage}
 
 
 PEERS = os.path.join(HERE, "..", "peers")
@@ -981,6 +984,31 @@ def write_report(path, bench, results, command):
             lines.append("| %s | %.2f / %.2f | ≤ %s (`%s`) | ≤ %s (`%s`) | %.0f%% |" % (
                 r["name"], r["p50"], r["p99"], duration_text(i["handling_p99_us"]), i["route"],
                 duration_text(i["wait_p99_us"]), i["prefix"], 100 * i["contended"]))
+        durable = [r for r in insides if r["inside"]["storage"].get("rounds")]
+        if durable:
+            lines += [
+                "",
+                "### Group commit in the durable rows",
+                "",
+                "Over each data.fsync=always row's timed rounds, kagi's own counters "
+                "(`stats.storage` of `/admin/locks.json`, summed over the host's processes): the "
+                "group commit rounds, how many requests each made durable at once, how long a "
+                "round's flush took on average (the journal's `fdatasync`, or the logs' own "
+                "flushes), the flush calls per request, and the share of rounds that went "
+                "through the journal.",
+                "",
+                "| row | rounds | requests per round | flush µs (mean) | flush calls per request "
+                "| through the journal |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
+            for r in durable:
+                st = r["inside"]["storage"]
+                rounds = float(st["rounds"])
+                lines.append("| %s | %d | %.1f | %.0f | %.2f | %.0f%% |" % (
+                    r["name"], st["rounds"], st["round_requests"] / rounds,
+                    st["round_flush_us"] / rounds,
+                    st["flushes"] / float(max(st["round_requests"], 1)),
+                    100 * st["journal_rounds"] / rounds))
     lines += [
         "",
         "## All rows",
@@ -1012,13 +1040,17 @@ def write_report(path, bench, results, command):
                      ", ".join("%.1f MiB" % (k / 1024.0) for k in results["http"]["rss"]))
         lines.append("")
     lines += ["The peers are in `tests/bench/peers/`: `hello_fcgi.c` (libfcgi, a thread per "
-              "kept connection), and PHP (`php/`): a BBS that takes an exclusive `flock` before "
+              "kept connection), `http_floor.c` (the HTTP floor: epoll, a thread per core, fixed "
+              "bytes for each request head), `node_hello.js` (Node's `http`, a process per core "
+              "through `cluster`), and PHP (`php/`): a BBS that takes an exclusive `flock` before "
               "reading its board file and writes it back with temp + rename, and a chat that "
-              "appends to its log under `flock`. Neither calls fsync, so kagi's comparable rows "
+              "appends to its log under `flock`. nginx reads every FastCGI program, kagi and the "
+              "peers alike, through the shipped recipe's buffers (`%s`). Neither PHP program "
+              "calls fsync, so kagi's comparable rows "
               "run with `data.fsync=never`; the `always` rows show kagi's default. Before them the "
               "run syncs the filesystem (the `never` rows leave tens of MB dirty, which a "
               "`syncfs` would otherwise have to write, and the default declines a `syncfs` above "
-              "`data.syncfs_max_dirty_kb`).", ""]
+              "`data.syncfs_max_dirty_kb`)." % RECIPE_BUFFERS, ""]
     if results.get("pg"):
         lines += ["The rows marked `2 hosts, PostgreSQL` are one site on two kagi hosts, each "
                   "like the one above (2 processes x 4 threads, a `data.dir` and `locks.dir` of "
