@@ -189,40 +189,13 @@ void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
   w.end_array().end_object();
 }
 
-// The store's durability counters (store/store_stats.hpp) as /admin/locks.json ("storage"),
-// /metrics (kagi_store_<key>_total, a time in seconds) and the page show them.
-struct StoreCounter {
-  const char* key;
-  const char* metric;
-  const char* help;
-  uint64_t store::StoreStats::*field;
-  double per_unit = 1;  // the metric's value per count (µs to seconds)
-};
-const StoreCounter kStoreCounters[] = {
-    {"rounds", "kagi_store_rounds_total",
-     "Group commit rounds: each made the records of every request waiting for it durable at once.",
-     &store::StoreStats::rounds},
-    {"round_requests", "kagi_store_round_requests_total",
-     "Requests (and blocking waits) that group commit rounds answered.",
-     &store::StoreStats::round_requests},
-    {"round_flush_us", "kagi_store_round_flush_seconds_total",
-     "Time group commit rounds spent in their flush calls.", &store::StoreStats::round_flush_us,
-     1e-6},
-    {"flushes", "kagi_store_flushes_total",
-     "Flush calls of group commit rounds: fsync, syncfs, the journal's fdatasync.",
-     &store::StoreStats::flushes},
-    {"journal_rounds", "kagi_store_journal_rounds_total",
-     "Rounds whose logs went through the journal (one fdatasync for all of them).",
-     &store::StoreStats::journal_rounds},
-    {"journal_checkpoints", "kagi_store_journal_checkpoints_total",
-     "syncfs calls that started a full journal over.", &store::StoreStats::journal_checkpoints},
-    {"syncfs_declined", "kagi_store_syncfs_declined_total",
-     "Rounds that flushed each file because too much else was dirty for a syncfs.",
-     &store::StoreStats::syncfs_declined},
-    {"replayed", "kagi_store_replayed_total",
-     "Journal entries the workers' starts wrote back into logs a power cut had cut short.",
-     &store::StoreStats::replayed},
-};
+// A store counter's metric (store/store_stats.hpp): kagi_store_<key>_total, a time ("_us")
+// in seconds, as Prometheus names them.
+std::string store_metric(const store::StoreField& f) {
+  const bool time = f.key.ends_with("_us");
+  const std::string_view stem = time ? f.key.substr(0, f.key.size() - 3) : f.key;
+  return "kagi_store_" + std::string(stem) + (time ? "_seconds_total" : "_total");
+}
 
 // The "stats" object of /admin/locks.json (docs/ADMIN.md): one host's sums.
 void write_stats(util::JsonWriter& w, const stats::HostStats& host) {
@@ -263,7 +236,9 @@ void write_stats(util::JsonWriter& w, const stats::HostStats& host) {
     w.end_object();
   }
   w.end_array().key("storage").begin_object();
-  for (const StoreCounter& c : kStoreCounters) w.key(c.key).value(host.storage.*c.field);
+  for (const store::StoreField& f : store::kStoreFields) {
+    w.key(f.key).value(host.storage.*f.member);
+  }
   w.end_object().end_object();
 }
 
@@ -776,12 +751,13 @@ std::string to_prometheus(const LockStatus& s) {
     histogram_metric(out, "kagi_request_duration_seconds", "route=\"" + label(route) + "\"",
                      r.duration);
   }
-  for (const StoreCounter& c : kStoreCounters) {
-    const uint64_t n = s.host.storage.*c.field;
+  for (const store::StoreField& f : store::kStoreFields) {
+    const std::string metric = store_metric(f);
+    const uint64_t n = s.host.storage.*f.member;
     out +=
-        std::string("# HELP ") + c.metric + " " + c.help + "\n# TYPE " + c.metric + " counter\n" +
-        c.metric + " " +
-        (c.per_unit == 1 ? std::to_string(n) : seconds_text(static_cast<double>(n) * c.per_unit)) +
+        "# HELP " + metric + " " + std::string(f.help) + "\n# TYPE " + metric + " counter\n" +
+        metric + " " +
+        (f.key.ends_with("_us") ? seconds_text(static_cast<double>(n) / 1e6) : std::to_string(n)) +
         "\n";
   }
   return out;
@@ -822,10 +798,10 @@ void store_dict(const store::StoreStats& st, view::Dict& dict) {
     return;
   }
   view::Dict d = dict.add_section("STORAGE");
-  for (const StoreCounter& c : kStoreCounters) {
-    std::string key = c.key;
+  for (const store::StoreField& f : store::kStoreFields) {
+    std::string key(f.key);
     std::transform(key.begin(), key.end(), key.begin(), [](char ch) { return std::toupper(ch); });
-    d.set(key, static_cast<int64_t>(st.*c.field));
+    d.set(key, static_cast<int64_t>(st.*f.member));
   }
   // Averages over the rounds: what a round shares, and what its flush costs.
   const double rounds = static_cast<double>(std::max<uint64_t>(st.rounds, 1));

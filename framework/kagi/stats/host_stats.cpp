@@ -34,13 +34,6 @@ int64_t unix_ms_now() {
 
 constexpr size_t kMaxTextField = 512;
 
-// The store's counters in the order of their "s" line.
-constexpr uint64_t store::StoreStats::*kStoreFields[] = {
-    &store::StoreStats::rounds,          &store::StoreStats::round_requests,
-    &store::StoreStats::round_flush_us,  &store::StoreStats::flushes,
-    &store::StoreStats::journal_rounds,  &store::StoreStats::journal_checkpoints,
-    &store::StoreStats::syncfs_declined, &store::StoreStats::replayed};
-
 // Tabs and line breaks would split a record: route paths are percent-decoded and may hold them.
 std::string clean(std::string_view s) {
   std::string out(s.substr(0, kMaxTextField));
@@ -127,11 +120,14 @@ std::string encode_stats_file(const lock::StatsSnapshot& stats,
            std::to_string(e.pid) + '\t' + clean(e.method) + '\t' + clean(e.path) + '\t' +
            clean(e.detail) + '\n';
   }
-  // s <the store's counters, in kStoreFields order>: only once there is something to count,
-  // so that an older reader (a rolling restart) still reads the files of most processes.
+  // s <the store's counters, in store::kStoreFields order>, once there is something to count.
+  // A reader from before this line skips the whole file (its lock and request stats too) until
+  // its own process is restarted as well: during a rolling restart, briefly.
   if (storage != store::StoreStats{}) {
     out += "s";
-    for (auto field : kStoreFields) out += '\t' + std::to_string(storage.*field);
+    for (const store::StoreField& f : store::kStoreFields) {
+      out += '\t' + std::to_string(storage.*f.member);
+    }
     out += '\n';
   }
   out += "end\n";
@@ -179,10 +175,11 @@ bool decode_stats_file(std::string_view text, lock::StatsSnapshot& stats,
         r.by_status[status] = n;
       }
       requests.routes[std::string(f[1])] = std::move(r);
-    } else if (f[0] == "s" && f.size() == 1 + std::size(kStoreFields)) {
+    } else if (f[0] == "s" && f.size() >= 1 + std::size(store::kStoreFields)) {
+      // Counters a newer worker appends after ours are not ours to read.
       store::StoreStats read;
-      for (size_t i = 0; i < std::size(kStoreFields); ++i) {
-        if (!parse_number(f[i + 1], read.*kStoreFields[i])) return false;
+      for (size_t i = 0; i < std::size(store::kStoreFields); ++i) {
+        if (!parse_number(f[i + 1], read.*store::kStoreFields[i].member)) return false;
       }
       if (storage) *storage = read;
     } else if (f[0] == "e" && f.size() == 8) {

@@ -71,7 +71,8 @@ void add_into(lock::StatsSnapshot& total, const lock::StatsSnapshot& part);
 
 // The stats file text and back. decode_stats_file() returns false (and leaves the outputs in
 // an unspecified state) for text that is not a complete version-2 stats file. `storage` is
-// optional both ways: a file without its line (an older worker's) reads as all zeros.
+// optional both ways: a file without its line (an older worker's, or one with nothing to
+// count) reads as all zeros, and counters after the known ones (a newer worker's) are skipped.
 std::string encode_stats_file(const lock::StatsSnapshot& stats,
                               const RequestStatsSnapshot& requests, const std::deque<Event>& events,
                               const store::StoreStats& storage = {});

@@ -211,9 +211,12 @@ def inside_kagi(before, after):
     prefix, waits, old_prefix = busiest("prefixes", "prefix", "wait")
     acquisitions = sum(waits)
     contended = prefix["contended"] - old_prefix.get("contended", 0)
-    # Group commit's counters (stats.storage), gained over the rounds.
+    # Group commit's counters (stats.storage), gained over the rounds; none when a process
+    # restarted meanwhile (its counters started over, so the sums went down).
     storage = {key: value - before.get("storage", {}).get(key, 0)
                for key, value in after.get("storage", {}).items()}
+    if any(v < 0 for v in storage.values()):
+        storage = {}
     return {"route": route["route"], "requests": sum(handled),
             "handling_p99_us": bound_us(handled, 0.99),
             "prefix": prefix["prefix"], "acquisitions": acquisitions,
@@ -913,8 +916,8 @@ def write_report(path, bench, results, command):
             "*The HTTP floor* is the same for the embedded front end: a C program "
             "(`tests/bench/peers/http_floor.c`, epoll, one thread per core) that answers every "
             "request head it reads with fixed bytes, no parsing, on the same cores as wrk "
-            "(%.0f req/s kept alive, %.0f pipelined). A goal above it asks more than any HTTP "
-            "server can answer on this machine." % (results["http"]["floor"]["rps"],
+            "(%.0f req/s kept alive, %.0f pipelined). A goal above it asks a server that parses "
+            "and routes to answer faster than one that does neither, on the same cores." % (results["http"]["floor"]["rps"],
                                                     results["http"]["floor_pipe"]["rps"]),
         ]
     lines += [

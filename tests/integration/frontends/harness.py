@@ -273,7 +273,8 @@ def recipe_buffers(source):
     directives for an nginx server of a test's or benchmark's own: what it measures is then
     read through the buffers kagi is read through in production."""
     shipped = open(os.path.join(source, "conf", "nginx", "kagi.conf")).read()
-    lines = re.findall(r"^\s*(fastcgi_buffers?(?:_size)?\s[^;]*;)", shipped, re.MULTILINE)
+    lines = re.findall(r"^\s*(fastcgi_(?:busy_)?buffers?(?:_size)?\s[^;]*;|"
+                       r"fastcgi_temp_file_write_size\s[^;]*;)", shipped, re.MULTILINE)
     if not lines:
         raise AssertionError("conf/nginx/kagi.conf sets no fastcgi_buffer_size; update the test")
     return " ".join(lines)

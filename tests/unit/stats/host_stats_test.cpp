@@ -97,6 +97,10 @@ TEST(StatsFileTest, RoundTripsTheStoresCountersAndReadsAFileWithoutThemAsZeros) 
   std::string bad = text;
   bad.replace(bad.find("\ns\t1\t"), 5, "\ns\tx\t");
   EXPECT_FALSE(decode_stats_file(bad, s, r, e, &back));
+  std::string newer = text;  // a newer worker's line, with a counter after ours
+  newer.replace(newer.find("\t8\n"), 3, "\t8\t9\n");
+  ASSERT_TRUE(decode_stats_file(newer, s, r, e, &back)) << newer;
+  EXPECT_EQ(back, storage);
   std::string short_line = text;
   short_line.replace(short_line.find("\t8\n"), 2, "");
   EXPECT_FALSE(decode_stats_file(short_line, s, r, e, &back));

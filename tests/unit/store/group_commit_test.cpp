@@ -226,6 +226,26 @@ TEST_F(GroupCommitTest, ARoundWaitsForMoreRequestsWhileSeveralThreadsPost) {
   EXPECT_EQ(dir->store_stats().flushes - before, 1u) << "the two posts did not share a round";
 }
 
+// The admin page reads these counters every quarter second (stats/host_stats.hpp): they must
+// not wait for a round's flush. The journal holds its own lock across its fdatasync (and a
+// checkpoint's syncfs), so its checkpoint count is read without it.
+TEST_F(GroupCommitTest, ItsCountersAnswerWhileAJournalRoundFlushes) {
+  SlowSyncFs slow;
+  auto dir = open(slow, "j");
+  ASSERT_TRUE(dir);
+  auto a = context("a");
+  ASSERT_TRUE(post(*dir, *a, "board.log", "created").ok());  // a new log syncs at once
+  slow.hold();
+  std::thread writer([&] { EXPECT_TRUE(post(*dir, *a, "board.log", "1", true).ok()); });
+  ASSERT_TRUE(slow.wait_for_held_sync());
+  auto counted = std::async(std::launch::async, [&] { return dir->store_stats(); });
+  EXPECT_EQ(counted.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the counters waited for the journal's flush";
+  slow.release();
+  writer.join();
+  EXPECT_EQ(dir->store_stats().journal_rounds, 1u);
+}
+
 TEST_F(GroupCommitTest, AFailedFlushFailsEveryRequestWaitingForIt) {
   // (Through the flush thread, then blocking.)
   FaultFs faulty;

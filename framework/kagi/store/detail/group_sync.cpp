@@ -86,6 +86,7 @@ StoreStats GroupSync::stats() const {
   {
     util::MutexLock lock(mu_);
     out = stats_;
+    out.round_flush_us = round_flush_ns_ / 1000;  // summed in ns: rounds of < 1 µs add up
   }
   out.journal_checkpoints = journal_ ? journal_->checkpoints() : 0;
   return out;
@@ -320,7 +321,7 @@ int64_t GroupSync::flush_round(std::vector<Submitted>& round) {
     util::MutexLock lock(mu_);
     ++stats_.rounds;
     stats_.round_requests += round.size();
-    stats_.round_flush_us += static_cast<uint64_t>(took / 1000);
+    round_flush_ns_ += static_cast<uint64_t>(took);
     stats_.flushes += calls;
     if (declined) ++stats_.syncfs_declined;
     for (auto& [id, f] : files) {

@@ -147,7 +147,8 @@ class GroupSync {
   FileSystem& fs_;
   const GroupSyncOptions options_;
   mutable util::Mutex mu_;
-  StoreStats stats_ KAGI_GUARDED_BY(mu_);  // journal_checkpoints: asked of the journal
+  StoreStats stats_ KAGI_GUARDED_BY(mu_);             // journal_checkpoints: asked of the journal
+  uint64_t round_flush_ns_ KAGI_GUARDED_BY(mu_) = 0;  // stats_.round_flush_us, in ns
   // The flush thread's queue.
   util::CondVar work_;
   util::CondVar idle_;

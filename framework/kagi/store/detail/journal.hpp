@@ -31,6 +31,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -89,8 +90,9 @@ class Journal {
 
   // A write failed: the journal takes no more.
   bool broken() const KAGI_EXCLUDES(mu_);
-  // syncfs calls made to start the journal over.
-  uint64_t checkpoints() const KAGI_EXCLUDES(mu_);
+  // syncfs calls made to start the journal over. Without the journal's lock: a round holds it
+  // across its flush, and the admin page's counters must not wait for a checkpoint's syncfs.
+  uint64_t checkpoints() const;
 
  private:
   Journal(FileSystem& fs, util::UniqueFd fd, dev_t dev, uint64_t capacity, uint64_t epoch,
@@ -108,7 +110,7 @@ class Journal {
   uint64_t epoch_ KAGI_GUARDED_BY(mu_);
   uint64_t offset_ KAGI_GUARDED_BY(mu_) = kJournalHeaderSize;  // where the next entry goes
   uint64_t allocated_ KAGI_GUARDED_BY(mu_);                    // the file's size
-  uint64_t checkpoints_ KAGI_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> checkpoints_{0};
   bool broken_ KAGI_GUARDED_BY(mu_) = false;
   std::string buffer_ KAGI_GUARDED_BY(mu_);  // the encoded round, reused
 };
