@@ -189,12 +189,16 @@ void write_histogram(util::JsonWriter& w, const util::HistogramSnapshot& h) {
   w.end_array().end_object();
 }
 
-// A store counter's metric (store/store_stats.hpp): kagi_store_<key>_total, a time ("_us")
-// in seconds, as Prometheus names them.
-std::string store_metric(const store::StoreField& f) {
+// A store counter (store/store_stats.hpp) as a Prometheus counter with its help: named
+// kagi_store_<key>_total, and a time ("_us") in seconds, as Prometheus wants them.
+void store_metric(std::string& out, const store::StoreField& f, uint64_t n) {
   const bool time = f.key.ends_with("_us");
-  const std::string_view stem = time ? f.key.substr(0, f.key.size() - 3) : f.key;
-  return "kagi_store_" + std::string(stem) + (time ? "_seconds_total" : "_total");
+  const std::string metric = "kagi_store_" +
+                             std::string(time ? f.key.substr(0, f.key.size() - 3) : f.key) +
+                             (time ? "_seconds_total" : "_total");
+  out += "# HELP " + metric + " " + std::string(f.help) + "\n# TYPE " + metric + " counter\n" +
+         metric + " " + (time ? seconds_text(static_cast<double>(n) / 1e6) : std::to_string(n)) +
+         "\n";
 }
 
 // The "stats" object of /admin/locks.json (docs/ADMIN.md): one host's sums.
@@ -570,6 +574,27 @@ void cluster_metrics(const ClusterLocks& c, std::string& out) {
   host_stats_metrics(c, out);
 }
 
+// The page's storage section (templates/admin/locks.html, {{#STORAGE}}): shown once group
+// commit has made a round or a start replayed the journal (data.fsync = "always" on files).
+void store_dict(const store::StoreStats& st, view::Dict& dict) {
+  if (st == store::StoreStats{}) {
+    dict.show_section("NO_STORAGE");
+    return;
+  }
+  view::Dict d = dict.add_section("STORAGE");
+  for (const store::StoreField& f : store::kStoreFields) {
+    std::string key(f.key);
+    std::transform(key.begin(), key.end(), key.begin(), [](char ch) { return std::toupper(ch); });
+    d.set(key, static_cast<int64_t>(st.*f.member));
+  }
+  // Averages over the rounds: what a round shares, and what its flush costs.
+  const double rounds = static_cast<double>(std::max<uint64_t>(st.rounds, 1));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(st.round_requests) / rounds);
+  d.set("PER_ROUND", std::string(text));
+  d.set("FLUSH_US", static_cast<int64_t>(static_cast<double>(st.round_flush_us) / rounds));
+}
+
 }  // namespace
 
 std::string format_duration(milliseconds d) {
@@ -751,15 +776,8 @@ std::string to_prometheus(const LockStatus& s) {
     histogram_metric(out, "kagi_request_duration_seconds", "route=\"" + label(route) + "\"",
                      r.duration);
   }
-  for (const store::StoreField& f : store::kStoreFields) {
-    const std::string metric = store_metric(f);
-    const uint64_t n = s.host.storage.*f.member;
-    out +=
-        "# HELP " + metric + " " + std::string(f.help) + "\n# TYPE " + metric + " counter\n" +
-        metric + " " +
-        (f.key.ends_with("_us") ? seconds_text(static_cast<double>(n) / 1e6) : std::to_string(n)) +
-        "\n";
-  }
+  for (const store::StoreField& f : store::kStoreFields)
+    store_metric(out, f, s.host.storage.*f.member);
   return out;
 }
 
@@ -787,31 +805,6 @@ std::string to_text(const LockStatus& s) {
   if (s.offline) offline_text(*s.offline, out);
   return out;
 }
-
-namespace {
-
-// The page's storage section (templates/admin/locks.html, {{#STORAGE}}): shown once group
-// commit has made a round or a start replayed the journal (data.fsync = "always" on files).
-void store_dict(const store::StoreStats& st, view::Dict& dict) {
-  if (st == store::StoreStats{}) {
-    dict.show_section("NO_STORAGE");
-    return;
-  }
-  view::Dict d = dict.add_section("STORAGE");
-  for (const store::StoreField& f : store::kStoreFields) {
-    std::string key(f.key);
-    std::transform(key.begin(), key.end(), key.begin(), [](char ch) { return std::toupper(ch); });
-    d.set(key, static_cast<int64_t>(st.*f.member));
-  }
-  // Averages over the rounds: what a round shares, and what its flush costs.
-  const double rounds = static_cast<double>(std::max<uint64_t>(st.rounds, 1));
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(st.round_requests) / rounds);
-  d.set("PER_ROUND", std::string(text));
-  d.set("FLUSH_US", static_cast<int64_t>(static_cast<double>(st.round_flush_us) / rounds));
-}
-
-}  // namespace
 
 void fill_dict(const LockStatus& s, view::Dict& dict) {
   dict.set("GENERATED_AT", iso_time(unix_ms(s.now)));
