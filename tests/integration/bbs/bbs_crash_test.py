@@ -82,25 +82,29 @@ def test(env, fail):
 
     def kill_two():
         # Two of the three workers die at different moments of the load: from a quarter and
-        # from half of all posts started on, each at a moment it holds the board's lock.
-        for pid in pids[:2]:
+        # from half of all posts started on, each at a moment it holds the board's lock. The
+        # victim is whichever live worker is caught holding it: nginx need not send posts to
+        # every worker (its kept connections may all be on the others), and a worker chosen in
+        # advance was once looked at 400 times without holding it.
+        for _ in range(2):
             for _ in range(CLIENTS * POSTS // 4):
                 while not progress.acquire(timeout=0.1):
                     if stop.is_set():
                         return
-            killed = False
-            tries = 0
-            while tries < MAX_TRIES and not stop.is_set():
+            victim, holding, tries = None, False, 0
+            while not holding and tries < MAX_TRIES and not stop.is_set():
                 tries += 1
-                if kill_if_holding(env, pid):
-                    killed = True
-                    break
-                progress.acquire(timeout=1)  # let the load move on before the next look
-            if not killed:
-                os.kill(pid, signal.SIGKILL)  # the rest of the test still wants it dead
+                victim = next((pid for pid in pids
+                               if harness.pid_alive(pid) and kill_if_holding(env, pid)), None)
+                holding = victim is not None
+                if not holding:
+                    progress.acquire(timeout=1)  # let the load move on before the next look
+            if not holding:  # the rest of the test still wants two of them dead
+                victim = next(pid for pid in pids if harness.pid_alive(pid))
+                os.kill(victim, signal.SIGKILL)
             print("  worker %d killed %s after %d look(s)"
-                  % (pid, "holding " + BOARD_LOCK if killed else "NOT holding a lock", tries))
-            held_at_kill.append(killed)
+                  % (victim, "holding " + BOARD_LOCK if holding else "NOT holding a lock", tries))
+            held_at_kill.append(holding)
 
     k = threading.Thread(target=killer)
     k.start()
@@ -113,11 +117,11 @@ def test(env, fail):
     acked = [b for r in results if isinstance(r, tuple) for b in r[0]]
     failed = sum(r[1] for r in results if isinstance(r, tuple))
     print("  acknowledged %d, failed %d" % (len(acked), failed))
-    fail.check(not harness.pid_alive(pids[0]) and not harness.pid_alive(pids[1]),
-               "the two workers were killed")
+    alive = [pid for pid in pids if harness.pid_alive(pid)]
+    fail.equal(len(alive), 1, "two of the three workers were killed")
     fail.equal(held_at_kill, [True, True],
                "each worker was killed while it held %s (from the registry)" % BOARD_LOCK)
-    fail.check(harness.pid_alive(pids[2]), "the third worker survived")
+
     fail.check(len(acked) > CLIENTS * POSTS // 2, "most posts were acknowledged")
 
     stored, _ = bbs_common.all_posts(port, "general")
