@@ -36,7 +36,7 @@ inline BoardState read_board(BoardCache& cache, const store::DataStore& data,
   return cache.read(data, guard, board_log_path(board));
 }
 
-// Appends `post` (its id must be state.last_id + 1); compacts beyond twice `keep`.
+// Appends `post` (its id must be state.last_id + 1); compacts beyond four times `keep`.
 inline void add_post(store::DataStore& data, const lock::ExclusiveGuard& guard,
                      std::string_view board, const BoardState& state, const Post& post,
                      size_t keep) {

@@ -116,10 +116,10 @@ TEST_F(BoardPageCacheTest, EveryChangeByEitherProcessIsSeenAtOnce) {
   EXPECT_EQ(everyone_sees(2).find("first words"), std::string::npos);
   EXPECT_NE(everyone_sees(1).find("2 posts"), std::string::npos);
 
-  // Compaction (bbs.keep=3: the log is rewritten beyond 6 records), by the rendering process.
-  for (int i = 0; i < 6; ++i) post(*carol_, "more " + std::to_string(i));
+  // Compaction (bbs.keep=3: the log is rewritten beyond 12 records), by the rendering process.
+  for (int i = 0; i < 12; ++i) post(*carol_, "more " + std::to_string(i));
   shown = everyone_sees();
-  EXPECT_NE(shown.find("more 5"), std::string::npos);
+  EXPECT_NE(shown.find("more 11"), std::string::npos);
   EXPECT_NE(shown.find("3 posts"), std::string::npos);
 }
 

@@ -311,9 +311,10 @@ TEST_P(DataStoreTest, ANumberedLogCacheFollowsAnotherHostsAppendsAndCompactions)
   };
   for (int i = 0; i < 3; ++i) add(a(), cache_a, "a" + std::to_string(i));
   EXPECT_EQ(ids(b(), cache_b), (std::vector<int64_t>{1, 2, 3}));
-  for (int i = 0; i < 10; ++i) add(i % 2 ? a() : b(), i % 2 ? cache_a : cache_b, "x");  // compacts
-  EXPECT_EQ(ids(a(), cache_a), (std::vector<int64_t>{10, 11, 12, 13}));
-  EXPECT_EQ(ids(b(), cache_b), (std::vector<int64_t>{10, 11, 12, 13}));
+  // Compacts at the 17th record (kCompactAtKeepTimes × 4), then appends after it.
+  for (int i = 0; i < 20; ++i) add(i % 2 ? a() : b(), i % 2 ? cache_a : cache_b, "x");
+  EXPECT_EQ(ids(a(), cache_a), (std::vector<int64_t>{20, 21, 22, 23}));
+  EXPECT_EQ(ids(b(), cache_b), (std::vector<int64_t>{20, 21, 22, 23}));
 }
 
 // Waits up to 5 s for `feed` to report something; returns what drain() gave.

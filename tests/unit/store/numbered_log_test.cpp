@@ -88,6 +88,27 @@ TEST_F(NumberedLogTest, ReadsOnlyWhatIsNewAndKeepsTheNewest) {
   EXPECT_EQ(log.items.back(), (Note{8, "n8"}));
 }
 
+// The log grows to kCompactAtKeepTimes × keep records, and the append beyond rewrites it with
+// the high-water record and the newest `keep` items; readers see the newest `keep` throughout.
+TEST_F(NumberedLogTest, CompactsOnlyBeyondFourTimesKeep) {
+  auto g = ctx_->exclusive(kLock);
+  const int64_t full = static_cast<int64_t>(kCompactAtKeepTimes * kKeep);
+  NumberedLog<Note> log;
+  for (int64_t id = 1; id <= full + 1; ++id) {
+    log = caches_[0].read(*data_[0], g, kPath);
+    ASSERT_EQ(log.records, static_cast<size_t>(id - 1)) << "compacted early, before item " << id;
+    ASSERT_EQ(log.items.size(), std::min<size_t>(kKeep, static_cast<size_t>(id - 1)));
+    add_numbered(*data_[0], g, kPath, log, Note{id, "n" + std::to_string(id)}, kKeep);
+  }
+  for (NumberedLogCache<Note>& cache : caches_) {  // the writer's, and another process's
+    log = cache.read(*data_[1], g, kPath);
+    EXPECT_EQ(log.records, kKeep + 1) << "the high-water record and the newest items";
+    EXPECT_EQ(log.last_id, full + 1);
+    ASSERT_EQ(log.items.size(), kKeep);
+    EXPECT_EQ(log.items.front().id, full + 2 - static_cast<int64_t>(kKeep));
+  }
+}
+
 // The property that matters: whatever the processes do (appends, compactions, deletes), a
 // cached read equals a fresh read of the file. Random histories over two "processes".
 TEST_F(NumberedLogTest, CachedReadsEqualFreshReadsThroughAnyHistory) {
