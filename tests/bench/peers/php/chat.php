@@ -1,7 +1,9 @@
 <?php
 // A flock chat: one append-only log per room ("id\ttime\tname\ttext\n"), appended under an
 // exclusive flock taken before the last id is read; read under a shared flock. Compacted to
-// the newest KEEP messages when it holds twice as many, like kagi's chat.keep.
+// the newest KEEP messages when it holds twice as many. (kagi waits for four times chat.keep:
+// its reads decode only what is new. Every read here reads the whole room, so twice is this
+// peer's faster choice, and it keeps it.)
 //   POST /chat/{room}/say        _csrf, name, text → {"id": N}
 //   GET  /chat/{room}/messages   ?since=ID → {"messages": [...], "last": N}
 declare(strict_types=1);
