@@ -69,32 +69,40 @@ class Bench:
     def watch(self, port, pids):
         self.processes[port] = list(pids)
 
-    def start_profile(self, name):
+    def start_profile(self, name, paired=False):
         """--perf 'A|B': a system-wide `perf record -g` over the rounds of every scenario whose
-        name contains A or B, into --perf-dir (perf report -i FILE reads it)."""
+        name contains A or B, into --perf-dir (perf report -i FILE reads it). A paired row's
+        profile holds its baseline's rounds too."""
         if not self.args.perf or not any(w in name for w in self.args.perf.split("|")):
             return None
         os.makedirs(self.args.perf_dir, exist_ok=True)
         out = os.path.join(self.args.perf_dir, re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") +
                            ".perf.data")
-        seconds = self.args.seconds * self.args.rounds
+        seconds = self.args.seconds * self.args.rounds * (2 if paired else 1)
         return subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-o", out,
                                  "--", "sleep", str(seconds)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def scenario(self, name, url, script=None, script_env=None, stored=None, timed=True,
-                 inside=None):
+                 inside=None, paired=None):
         """Runs one scenario; `stored` returns the number of stored writes (for lost). timed=False:
         wrk's latencies mean nothing for it (a pipelined batch is timed as one request), and the
         report shows none. `inside` returns kagi's own statistics (kagi_stats): the row then
-        also says what kagi measured of the rounds (inside_kagi)."""
+        also says what kagi measured of the rounds (inside_kagi). `paired` (a Baseline): each
+        round runs right after a round of that baseline, and the row keeps the median of the
+        round-by-round ratios (row["paired"]), which a drift of the machine over the run moves
+        much less than a ratio to a baseline measured minutes before."""
         before = stored() if stored else 0
         warm = wrk(url, self.args.warmup, script, script_env)
-        profiler = self.start_profile(name)
+        profiler = self.start_profile(name, paired is not None)
         pids = self.processes.get(urllib.parse.urlsplit(url).port, [])
         cost = ProcessCost(pids) if pids else None
         inside_before = inside() if inside else None
-        rounds = [wrk(url, self.args.seconds, script, script_env) for _ in range(self.args.rounds)]
+        rounds, baseline = [], []
+        for _ in range(self.args.rounds):
+            if paired:
+                baseline.append(wrk(paired.url, self.args.seconds, paired.script, paired.env))
+            rounds.append(wrk(url, self.args.seconds, script, script_env))
         inside_after = inside() if inside else None
         if profiler:
             profiler.wait()
@@ -103,6 +111,10 @@ class Bench:
                "p50": statistics.median(r["p50"] for r in rounds),
                "p99": statistics.median(r["p99"] for r in rounds),
                "errors": sum(r["errors"] for r in rounds), "timed": timed}
+        if paired:
+            row["paired"] = {"ratio": statistics.median(r["rps"] / b["rps"]
+                                                        for r, b in zip(rounds, baseline)),
+                             "baseline": [b["rps"] for b in baseline], "what": paired.what}
         if cost:
             row["cost"] = cost.per_request(sum(r["rps"] for r in rounds) * self.args.seconds)
         if inside:
@@ -113,13 +125,23 @@ class Bench:
             row["acked"] = sum(r["acked"] or 0 for r in [warm] + rounds)
             row["stored"] = stored() - before
         self.rows.append(row)
-        print("  %-34s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms%s%s" % (
+        print("  %-34s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms%s%s%s" % (
             name, row["rps"], row["p50"], row["p99"],
+            "" if not paired else "  (%.2fx %s, round by round)" % (row["paired"]["ratio"],
+                                                                    paired.what),
             "" if not stored else "  acked %d, stored %d" % (row["acked"], row["stored"]),
             "" if not inside else "  (inside kagi: handling p99 <= %s, %s waits p99 <= %s)" % (
                 duration_text(row["inside"]["handling_p99_us"]), row["inside"]["prefix"],
                 duration_text(row["inside"]["wait_p99_us"]))), flush=True)
         return row
+
+
+class Baseline:
+    """What a paired row's rounds alternate with (Bench.scenario): `what` names it, and wrk runs
+    `url` with `script` and `env` as for any row."""
+
+    def __init__(self, what, url, script=None, env=None):
+        self.what, self.url, self.script, self.env = what, url, script, env
 
 
 class ProcessCost:
@@ -592,43 +614,57 @@ def same_bytes(port, token, path):
 
 
 def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floor=None,
-                  append_floor=None, inside=None):
+                  append_floor=None, inside=None, paired=None, never=None):
     """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
     ends the write rows' names, `read_tag` goes inside the read rows' parentheses. `floor`
     (same_bytes_floors) measures a floor answering the same bytes before each big read,
     `append_floor()` (write_floor) the floor of a locked write before the writes. `inside`
-    (kagi_stats, for kagi) adds what kagi measured of its write rows."""
+    (kagi_stats, for kagi) adds what kagi measured of its write rows. `paired` (the C hello, a
+    Baseline) pairs the rows that have a goal against it (Bench.scenario); `never` (the port
+    and token of the same host with data.fsync=never) pairs each write row with the same writes
+    to that host, for the group commit goals."""
     url = "http://127.0.0.1:%d" % port
     post = os.path.join(HERE, "post.lua")
     rows = {}
+
+    def writes(script_env, key):
+        """The pairing of a write row: the C hello's for the rows with a goal against it, the
+        same writes to the `never` host for a durable host."""
+        if never:
+            env = dict(script_env, KAGI_CSRF=never[1])
+            return Baseline("data.fsync=never", "http://127.0.0.1:%d" % never[0], post, env)
+        return paired if key in ("post1", "say") else None
     if reads:
         seed_board(port, token)
         if floor:
             rows["page_floor"] = floor("page", same_bytes(port, token, "/bbs/general/"))
         rows["page"] = bench.scenario("%s BBS page read (20 posts%s)" % (who, read_tag),
-                                      url + "/bbs/general/")
+                                      url + "/bbs/general/", paired=paired)
     if append_floor:
         rows["write_floor"] = append_floor()
+    one_board = {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"}
     rows["post1"] = bench.scenario(
-        "%s BBS post, 1 board%s" % (who, tag), url, post,
-        {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"},
-        stored=lambda: bbs_total(port, "general"), inside=inside)
+        "%s BBS post, 1 board%s" % (who, tag), url, post, one_board,
+        stored=lambda: bbs_total(port, "general"), inside=inside,
+        paired=writes(one_board, "post1"))
     boards = ["b%d" % i for i in range(8)]
+    eight_boards = {"KAGI_CSRF": token,
+                    "KAGI_PATHS": ",".join("/bbs/%s/post" % b for b in boards)}
     rows["post8"] = bench.scenario(
-        "%s BBS post, 8 boards%s" % (who, tag), url, post,
-        {"KAGI_CSRF": token, "KAGI_PATHS": ",".join("/bbs/%s/post" % b for b in boards)},
-        stored=lambda: sum(bbs_total(port, b) for b in boards), inside=inside)
+        "%s BBS post, 8 boards%s" % (who, tag), url, post, eight_boards,
+        stored=lambda: sum(bbs_total(port, b) for b in boards), inside=inside,
+        paired=writes(eight_boards, "post8"))
+    say = {"KAGI_CSRF": token, "KAGI_PATHS": "/chat/lobby/say", "KAGI_FIELD": "text",
+           "KAGI_OK": "200"}
     rows["say"] = bench.scenario(
-        "%s chat say%s" % (who, tag), url, post,
-        {"KAGI_CSRF": token, "KAGI_PATHS": "/chat/lobby/say", "KAGI_FIELD": "text",
-         "KAGI_OK": "200"},
-        stored=lambda: chat_last(port), inside=inside)
+        "%s chat say%s" % (who, tag), url, post, say,
+        stored=lambda: chat_last(port), inside=inside, paired=writes(say, "say"))
     if reads:
         if floor:
             rows["poll_floor"] = floor("poll", same_bytes(
                 port, token, "/chat/lobby/messages?since=0&wait=0"))
         rows["poll"] = bench.scenario("%s chat poll (since=0, 200 messages%s)" % (who, read_tag),
-                                      url + "/chat/lobby/messages?since=0&wait=0")
+                                      url + "/chat/lobby/messages?since=0&wait=0", paired=paired)
     return rows
 
 
@@ -725,7 +761,10 @@ def run_all(bench, env):
     r["c_hello"] = bench.scenario("libfcgi C hello (threaded, kept connections)",
                                   "http://127.0.0.1:%d/" % ports["c"])
     r["php_hello"] = bench.scenario("PHP-FPM hello", "http://127.0.0.1:%d/hello" % ports["php"])
-    r["hello"] = bench.scenario("kagi hello", "http://127.0.0.1:%d/_test/hello" % ports["kagi"])
+    # The rows with a goal against the C hello run each round right after one of it (paired).
+    c_url = Baseline("the C hello", "http://127.0.0.1:%d/" % ports["c"])
+    r["hello"] = bench.scenario("kagi hello", "http://127.0.0.1:%d/_test/hello" % ports["kagi"],
+                                paired=c_url)
     r["php"] = app_scenarios(bench, "PHP-FPM", ports["php"], TOKEN)
     kagi_token = csrf_token(ports["kagi"])
     c_floor, static_floor = same_bytes_floors(bench, env, ports)
@@ -733,29 +772,54 @@ def run_all(bench, env):
                               floor=c_floor,
                               append_floor=lambda: write_floor(bench, ports["c_append"],
                                                                append_log),
-                              inside=lambda: kagi_stats(ports["kagi"]))
+                              inside=lambda: kagi_stats(ports["kagi"]), paired=c_url)
     r["rss"] = peak_rss_kib(pids)
     r["hello_one"] = bench.scenario("kagi hello (%s)" % ONE_PROCESS,
-                                    "http://127.0.0.1:%d/_test/hello" % ports["one"])
+                                    "http://127.0.0.1:%d/_test/hello" % ports["one"],
+                                    paired=c_url)
     one_token = csrf_token(ports["one"])
     r["one"] = app_scenarios(bench, "kagi", ports["one"], one_token,
                              " (data.fsync=never, %s)" % ONE_PROCESS, read_tag=", " + ONE_PROCESS,
-                             inside=lambda: kagi_stats(ports["one"]))
+                             inside=lambda: kagi_stats(ports["one"]), paired=c_url)
     always_token = csrf_token(ports["always"])
     # What the rows before wrote without fsync is still dirty (tens of MB): written out now, so
     # that the durable rows flush their own posts, not the never rows' leftovers.
     os.sync()
+    # Each durable row's rounds alternate with the same writes to the same shape with
+    # data.fsync=never (paired), for the group commit goals.
     r["always"] = app_scenarios(bench, "kagi", ports["always"], always_token,
                                 " (data.fsync=always, the default)", reads=False,
-                                inside=lambda: kagi_stats(ports["always"]))
+                                inside=lambda: kagi_stats(ports["always"]),
+                                never=(ports["kagi"], kagi_token))
     one_always_token = csrf_token(ports["one_always"])
     r["one_always"] = app_scenarios(
         bench, "kagi", ports["one_always"], one_always_token,
         " (data.fsync=always, %s)" % ONE_PROCESS, reads=False,
-        inside=lambda: kagi_stats(ports["one_always"]))
+        inside=lambda: kagi_stats(ports["one_always"]), never=(ports["one"], one_token))
     r["pg"] = pg_scenarios(bench, env, pg_ports, ("never", "always"), durable=True, reads=True)
     r["http"] = embedded_scenarios(bench, env, ports["base"], static_floor)
     return r
+
+
+def vs_c_hello(row, r):
+    """A row against the libfcgi C hello: the median of its round-by-round ratios when its rounds
+    were paired with the C hello's (Bench.scenario), else against the C hello's own row."""
+    return paired_ratio(row, r["c_hello"])
+
+
+def paired_ratio(row, baseline):
+    """`row` against `baseline`: the median of the round-by-round ratios when the row's rounds
+    alternated with the baseline's (Bench.scenario), else the ratio of the two rows' medians."""
+    if "paired" in row:
+        return row["paired"]["ratio"]
+    return row["rps"] / baseline["rps"]
+
+
+def paired_spread(bench):
+    """(lowest, highest) req/s of the C hello's rounds run beside paired rows, or None."""
+    rounds = [b for row in bench.rows if row.get("paired", {}).get("what") == "the C hello"
+              for b in row["paired"]["baseline"]]
+    return (min(rounds), max(rounds)) if rounds else None
 
 
 def goals(r):
@@ -767,7 +831,7 @@ def goals(r):
 
     def fastcgi(rps):
         return (rps, r["c_hello"]["rps"], "the floor")
-    out = [("kagi hello vs libfcgi C hello", r["hello"]["rps"] / r["c_hello"]["rps"], 1.0,
+    out = [("kagi hello vs libfcgi C hello", vs_c_hello(r["hello"], r), 1.0,
             fastcgi(r["c_hello"]["rps"])),
            ("kagi hello vs PHP-FPM hello", r["hello"]["rps"] / r["php_hello"]["rps"], 3.0,
             fastcgi(3.0 * r["php_hello"]["rps"]))]
@@ -786,22 +850,21 @@ def goals(r):
     if "one" in r:
         shapes.append((r["one"], r["one_always"], ONE_PROCESS))
         out.append(("kagi hello (%s) vs libfcgi C hello" % ONE_PROCESS,
-                    r["hello_one"]["rps"] / r["c_hello"]["rps"], 1.0, None))
+                    vs_c_hello(r["hello_one"], r), 1.0, None))
     for never, durable, shape in shapes:
         # Group commit: the default durability against no fsync at all, same run.
         for key, what, want in (("post1", "BBS post, 1 board", 0.5),
                                 ("post8", "BBS post, 8 boards", 0.7),
                                 ("say", "chat say, 1 room", 0.5)):
             out.append(("kagi %s: data.fsync=always vs never (group commit%s)" % (
-                what, ", " + shape if shape else ""), durable[key]["rps"] / never[key]["rps"],
+                what, ", " + shape if shape else ""), paired_ratio(durable[key], never[key]),
                 want, None))
         # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
         for key, what, want in (("page", "BBS page read", 0.9),
                                 ("post1", "BBS post, 1 board", 0.9), ("say", "chat say", 0.9),
                                 ("poll", "chat poll (200 messages)", 0.75)):
             out.append(("kagi %s (data.fsync=never%s) vs libfcgi C hello" % (
-                what, ", " + shape if shape else ""), never[key]["rps"] / r["c_hello"]["rps"],
-                want, None))
+                what, ", " + shape if shape else ""), vs_c_hello(never[key], r), want, None))
     # The embedded HTTP front end, against nginx `return 200` and Node.js, same run; what each
     # goal needs is set beside the HTTP floor (http_floor.c) of the same run.
     h = r["http"]
@@ -909,6 +972,21 @@ def write_report(path, bench, results, command):
         "asks a FastCGI app that reads and writes data under locks to answer faster than one "
         "that does nothing; no FastCGI app behind this nginx on this machine can meet it." % floor,
     ]
+    spread = paired_spread(bench)
+    if spread:
+        lines += [
+            "",
+            "*Paired rounds.* The goals of kagi's FastCGI rows against the C hello are each the "
+            "median of %d round-by-round ratios: every round of the kagi row ran right after "
+            "a %ds round of the C hello. The machine drifts over a run (the C hello's rounds "
+            "beside the paired rows made %.0f to %.0f req/s in this run, %.0f%% apart), and a "
+            "ratio to a C hello measured minutes earlier would carry that drift. The group "
+            "commit goals are paired the same way: every round of a data.fsync=always row ran "
+            "right after a round of the same writes to the same shape of host with "
+            "data.fsync=never." % (
+                bench.args.rounds, bench.args.seconds, spread[0], spread[1],
+                100.0 * (spread[1] / spread[0] - 1)),
+        ]
     if "http" in results and "floor" in results["http"]:
         lines += [
             "",
