@@ -4,7 +4,8 @@
 //   chat/who/<room>.txt     presence (see presence.hpp), its own lock "chat/who/<room>"
 //
 // Saying something appends one record (no rewrite per message). When the log holds more than
-// twice chat.keep records it is rewritten atomically with the newest `keep`; the rewritten log
+// four times chat.keep records it is rewritten atomically with the newest `keep` (readers see
+// only the newest `keep` either way: store/numbered_log.hpp); the rewritten log
 // starts with a record of the highest id ever given, so ids are never reused and a client
 // polling with an old `since` never misses or repeats a message.
 #pragma once
