@@ -1185,7 +1185,8 @@ def run_smoke(bench, env):
     """--smoke: kagi alone behind nginx, one short round per write scenario, on files and on
     two hosts sharing PostgreSQL (synchronous_commit=off, the server's durability off as in
     the tests); what the test suite runs to check that no acknowledged write is lost (no
-    peers, no report)."""
+    peers, no report). The file rows with a goal against a baseline are paired with nginx
+    `return 200`, so that the pairing the full run relies on runs here too (paired_rounds_ok)."""
     ports = {k: harness.free_port() for k in ("kagi", "base")}
     pg_ports = {"never": harness.free_port()}
     sock, _ = run_kagi(env, "never")
@@ -1194,8 +1195,16 @@ def run_smoke(bench, env):
     harness.wait_for_port(pg_ports["never"], None, "nginx")
     token = csrf_token(ports["kagi"])
     app_scenarios(bench, "kagi", ports["kagi"], token, " (data.fsync=never)", reads=False,
-                  inside=lambda: kagi_stats(ports["kagi"]))
+                  inside=lambda: kagi_stats(ports["kagi"]),
+                  paired=Baseline("nginx return 200", "http://127.0.0.1:%d/" % ports["base"]))
     pg_scenarios(bench, env, pg_ports, ("never",), durable=False, reads=False)
+
+
+def paired_rounds_ok(bench):
+    """Whether some rows were paired and each has a baseline round per round and a ratio."""
+    paired = [r["paired"] for r in bench.rows if "paired" in r]
+    return bool(paired) and all(len(p["baseline"]) == bench.args.rounds and p["ratio"] > 0
+                                for p in paired)
 
 
 def survivors(groups):
@@ -1251,6 +1260,9 @@ def main():
                 ok = False
         if not writes or any(r["acked"] == 0 for r in writes):
             print("a write scenario acknowledged nothing: the check above proved nothing")
+            ok = False
+        if args.smoke and not paired_rounds_ok(bench):
+            print("the paired rows have no baseline rounds or no ratio")
             ok = False
         if args.smoke:
             print("smoke: %d write scenarios, %d acknowledged writes, %s" % (
