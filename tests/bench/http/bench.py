@@ -114,7 +114,8 @@ class Bench:
         if paired:
             row["paired"] = {"ratio": statistics.median(r["rps"] / b["rps"]
                                                         for r, b in zip(rounds, baseline)),
-                             "baseline": [b["rps"] for b in baseline], "what": paired.what}
+                             "baseline": [b["rps"] for b in baseline], "what": paired.what,
+                             "errors": sum(b["errors"] for b in baseline)}
         if cost:
             row["cost"] = cost.per_request(sum(r["rps"] for r in rounds) * self.args.seconds)
         if inside:
@@ -613,6 +614,12 @@ def same_bytes(port, token, path):
     return harness.request(port, "GET", path, headers={"Cookie": "kagi_csrf=" + token}).body
 
 
+# The rows with a goal against the C hello, and the goal: paired with it (app_scenarios), and
+# set against it (goals).
+C_HELLO_GOALS = (("page", "BBS page read", 0.9), ("post1", "BBS post, 1 board", 0.9),
+                 ("say", "chat say", 0.9), ("poll", "chat poll (200 messages)", 0.75))
+
+
 def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floor=None,
                   append_floor=None, inside=None, paired=None, never=None):
     """The app scenarios against one implementation (kagi or the PHP peer) on `port`. `tag`
@@ -627,44 +634,45 @@ def app_scenarios(bench, who, port, token, tag="", reads=True, read_tag="", floo
     post = os.path.join(HERE, "post.lua")
     rows = {}
 
-    def writes(script_env, key):
-        """The pairing of a write row: the C hello's for the rows with a goal against it, the
-        same writes to the `never` host for a durable host."""
+    def pairing(key, script_env=None):
+        """What row `key` is paired with: the same writes to the `never` host on a durable
+        host, else `paired` for a row with a goal against the C hello (C_HELLO_GOALS)."""
         if never:
             env = dict(script_env, KAGI_CSRF=never[1])
             return Baseline("data.fsync=never", "http://127.0.0.1:%d" % never[0], post, env)
-        return paired if key in ("post1", "say") else None
+        return paired if key in [k for k, _, _ in C_HELLO_GOALS] else None
     if reads:
         seed_board(port, token)
         if floor:
             rows["page_floor"] = floor("page", same_bytes(port, token, "/bbs/general/"))
         rows["page"] = bench.scenario("%s BBS page read (20 posts%s)" % (who, read_tag),
-                                      url + "/bbs/general/", paired=paired)
+                                      url + "/bbs/general/", paired=pairing("page"))
     if append_floor:
         rows["write_floor"] = append_floor()
     one_board = {"KAGI_CSRF": token, "KAGI_PATHS": "/bbs/general/post"}
     rows["post1"] = bench.scenario(
         "%s BBS post, 1 board%s" % (who, tag), url, post, one_board,
         stored=lambda: bbs_total(port, "general"), inside=inside,
-        paired=writes(one_board, "post1"))
+        paired=pairing("post1", one_board))
     boards = ["b%d" % i for i in range(8)]
     eight_boards = {"KAGI_CSRF": token,
                     "KAGI_PATHS": ",".join("/bbs/%s/post" % b for b in boards)}
     rows["post8"] = bench.scenario(
         "%s BBS post, 8 boards%s" % (who, tag), url, post, eight_boards,
         stored=lambda: sum(bbs_total(port, b) for b in boards), inside=inside,
-        paired=writes(eight_boards, "post8"))
+        paired=pairing("post8", eight_boards))
     say = {"KAGI_CSRF": token, "KAGI_PATHS": "/chat/lobby/say", "KAGI_FIELD": "text",
            "KAGI_OK": "200"}
     rows["say"] = bench.scenario(
         "%s chat say%s" % (who, tag), url, post, say,
-        stored=lambda: chat_last(port), inside=inside, paired=writes(say, "say"))
+        stored=lambda: chat_last(port), inside=inside, paired=pairing("say", say))
     if reads:
         if floor:
             rows["poll_floor"] = floor("poll", same_bytes(
                 port, token, "/chat/lobby/messages?since=0&wait=0"))
         rows["poll"] = bench.scenario("%s chat poll (since=0, 200 messages%s)" % (who, read_tag),
-                                      url + "/chat/lobby/messages?since=0&wait=0", paired=paired)
+                                      url + "/chat/lobby/messages?since=0&wait=0",
+                                      paired=pairing("poll"))
     return rows
 
 
@@ -860,9 +868,7 @@ def goals(r):
                 what, ", " + shape if shape else ""), paired_ratio(durable[key], never[key]),
                 want, None))
         # The FastCGI path against its floor, the libfcgi C hello behind the same nginx.
-        for key, what, want in (("page", "BBS page read", 0.9),
-                                ("post1", "BBS post, 1 board", 0.9), ("say", "chat say", 0.9),
-                                ("poll", "chat poll (200 messages)", 0.75)):
+        for key, what, want in C_HELLO_GOALS:
             out.append(("kagi %s (data.fsync=never%s) vs libfcgi C hello" % (
                 what, ", " + shape if shape else ""), vs_c_hello(never[key], r), want, None))
     # The embedded HTTP front end, against nginx `return 200` and Node.js, same run; what each
@@ -1201,10 +1207,12 @@ def run_smoke(bench, env):
 
 
 def paired_rounds_ok(bench):
-    """Whether some rows were paired and each has a baseline round per round and a ratio."""
+    """Whether some rows were paired and each has a baseline round per round, a ratio, and a
+    baseline that answered without errors (a baseline refusing its requests, a wrong CSRF token
+    say, answers fast and would make any row look slow)."""
     paired = [r["paired"] for r in bench.rows if "paired" in r]
-    return bool(paired) and all(len(p["baseline"]) == bench.args.rounds and p["ratio"] > 0
-                                for p in paired)
+    return bool(paired) and all(len(p["baseline"]) == bench.args.rounds and p["ratio"] > 0 and
+                                p["errors"] == 0 for p in paired)
 
 
 def survivors(groups):
@@ -1261,8 +1269,9 @@ def main():
         if not writes or any(r["acked"] == 0 for r in writes):
             print("a write scenario acknowledged nothing: the check above proved nothing")
             ok = False
-        if args.smoke and not paired_rounds_ok(bench):
-            print("the paired rows have no baseline rounds or no ratio")
+        if not paired_rounds_ok(bench):
+            print("a paired row lacks its baseline rounds or its ratio, or its baseline answered "
+                  "with errors: its goal proves nothing")
             ok = False
         if args.smoke:
             print("smoke: %d write scenarios, %d acknowledged writes, %s" % (
