@@ -31,7 +31,11 @@ def kill_if_holding(env, pid):
     SIGKILLs it if it holds the board's lock; else lets it run on. True if killed."""
     os.kill(pid, signal.SIGSTOP)
     try:
-        harness.wait_until("worker %d stopped" % pid, lambda: process_state(pid) in ("T", "t"), 10)
+        # A worker that is still exiting from an earlier kill never stops: it only disappears.
+        harness.wait_until("worker %d stopped or gone" % pid,
+                           lambda: process_state(pid) in ("T", "t", "Z", "X", None), 10)
+        if process_state(pid) not in ("T", "t"):
+            return False
         holding = any(name == BOARD_LOCK and h["pid"] == pid and h["mode"] == "exclusive"
                       for name, h in harness.lock_holders(env.args.locks,
                                                           env.path("var", "locks")))
@@ -102,6 +106,10 @@ def test(env, fail):
             if not holding:  # the rest of the test still wants two of them dead
                 victim = next(pid for pid in pids if harness.pid_alive(pid))
                 os.kill(victim, signal.SIGKILL)
+            # Its threads may take a while to exit (one may be in fdatasync): the next look
+            # must not pick it as alive.
+            harness.wait_until("worker %d gone" % victim,
+                               lambda: not harness.pid_alive(victim), 10)
             print("  worker %d killed %s after %d look(s)"
                   % (victim, "holding " + BOARD_LOCK if holding else "NOT holding a lock", tries))
             held_at_kill.append(holding)
