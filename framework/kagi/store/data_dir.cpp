@@ -272,7 +272,8 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   }
   util::UniqueFd fd;
   detail::FileStatus now;
-  bool keep = reuse_kept_log(path, guard, &fd, &now);
+  bool held_since = false;
+  bool keep = reuse_kept_log(path, guard, cursor, &fd, &now, &held_since);
   const bool reused = keep;
   std::string step;
   if (!reused) {
@@ -288,7 +289,7 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   detail::ReadExtent seen;
   const LogCursor before = cursor;
   auto tail = detail::read_records_since(fs_, fd.get(), path, cursor, damage_, &seen,
-                                         reused ? &now : nullptr);
+                                         reused ? &now : nullptr, held_since);
   if (!tail.ok()) return tail;
   if (Status s = require_durable(path, fd, seen, keep); !s.ok()) {
     cursor = before;
@@ -301,13 +302,21 @@ Result<LogTail> DataDir::read_log_since(const lock::Guard& guard, std::string_vi
   return tail;
 }
 
-bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
-                             detail::FileStatus* now) const {
+bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard,
+                             const LogCursor& cursor, util::UniqueFd* fd, detail::FileStatus* now,
+                             bool* held_since) const {
   if (!local_attributes_ || !detail::keepable(guard)) return false;
-  std::optional<detail::KeptLog> kept = detail::take_kept_log(serial_, path, nullptr);
+  bool same_grant = false;
+  std::optional<detail::KeptLog> kept =
+      detail::take_kept_log(serial_, path, nullptr, &guard, &same_grant);
   if (!kept) return false;
   const std::string name(path);
-  if (fs_.stat_birth_at(walk_.root(), name.c_str(), &now->st, &now->birth_ns) != 0) return false;
+  // Without times (fs.hpp): the append that follows would pay for them. Identity and access
+  // are what decide here, and the read checks the last record's header.
+  if (fs_.stat_birth_at(walk_.root(), name.c_str(), &now->st, &now->birth_ns,
+                        FileSystem::Times::kSkip) != 0) {
+    return false;
+  }
   // The kept descriptor pins its inode, so no other file can have its number meanwhile.
   const LogCursor& c = kept->cursor;
   if (!S_ISREG(now->st.st_mode) || now->st.st_dev != c.dev || now->st.st_ino != c.ino ||
@@ -318,6 +327,7 @@ bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard, ut
   // opened again (and read read-only if it now refuses writes).
   if (detail::access_of(now->st) != kept->access) return false;
   *fd = std::move(kept->fd);
+  *held_since = same_grant && detail::same_place(kept->cursor, cursor);
   return true;
 }
 

@@ -199,9 +199,11 @@ class DataDir final : public DataStore {
                          bool keep = false) const;
   // A writer's read of `path`: the descriptor this thread kept from an earlier grant, if one
   // statx of the path (local filesystems only) finds the very file it holds; its status in
-  // `*now`. False (and the kept descriptor closed) otherwise.
-  bool reuse_kept_log(std::string_view path, const lock::Guard& guard, util::UniqueFd* fd,
-                      detail::FileStatus* now) const;
+  // `*now` (without times: fs.hpp). False (and the kept descriptor closed) otherwise.
+  // `*held_since`: it was kept under this same grant, with `cursor` where it was verified (so
+  // the file's identity and size tell it unchanged since: log_unchanged_since).
+  bool reuse_kept_log(std::string_view path, const lock::Guard& guard, const LogCursor& cursor,
+                      util::UniqueFd* fd, detail::FileStatus* now, bool* held_since) const;
   // Opens the log `path` for read_log_since: read-write when the read is a writer's (`*keep`
   // stays true; the append that follows takes the descriptor, store/detail/kept_log.hpp), else
   // (or if the file refuses to be written) read-only, with `*keep` false.

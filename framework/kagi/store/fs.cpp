@@ -32,14 +32,23 @@ void from_statx(const struct statx& sx, struct stat* st, int64_t* birth_ns) {
   st->st_uid = sx.stx_uid;
   st->st_gid = sx.stx_gid;
   st->st_size = static_cast<off_t>(sx.stx_size);
-  st->st_ctim.tv_sec = sx.stx_ctime.tv_sec;
-  st->st_ctim.tv_nsec = sx.stx_ctime.tv_nsec;
-  st->st_mtim.tv_sec = sx.stx_mtime.tv_sec;
-  st->st_mtim.tv_nsec = sx.stx_mtime.tv_nsec;
+  if (sx.stx_mask & STATX_CTIME) {
+    st->st_ctim.tv_sec = sx.stx_ctime.tv_sec;
+    st->st_ctim.tv_nsec = sx.stx_ctime.tv_nsec;
+  }
+  if (sx.stx_mask & STATX_MTIME) {
+    st->st_mtim.tv_sec = sx.stx_mtime.tv_sec;
+    st->st_mtim.tv_nsec = sx.stx_mtime.tv_nsec;
+  }
   *birth_ns = (sx.stx_mask & STATX_BTIME) ? ns_of(sx.stx_btime) : 0;
 }
 
 constexpr unsigned kStatxMask = STATX_BASIC_STATS | STATX_BTIME;
+constexpr unsigned kTimes = STATX_ATIME | STATX_MTIME | STATX_CTIME;
+
+unsigned statx_mask(FileSystem::Times times) {
+  return times == FileSystem::Times::kAsk ? kStatxMask : kStatxMask & ~kTimes;
+}
 
 }  // namespace
 
@@ -84,9 +93,9 @@ class RealFs final : public FileSystem {
   }
   int ftruncate(int fd, off_t length) override { return ret(::ftruncate(fd, length)); }
   int fstat(int fd, struct stat* st) override { return ret(::fstat(fd, st)); }
-  int fstat_birth(int fd, struct stat* st, int64_t* birth_ns) override {
+  int fstat_birth(int fd, struct stat* st, int64_t* birth_ns, Times times) override {
     struct statx sx {};
-    if (::statx(fd, "", AT_EMPTY_PATH, kStatxMask, &sx) != 0) {
+    if (::statx(fd, "", AT_EMPTY_PATH, statx_mask(times), &sx) != 0) {
       if (errno != ENOSYS) return -errno;
       *birth_ns = 0;
       return fstat(fd, st);
@@ -94,9 +103,11 @@ class RealFs final : public FileSystem {
     from_statx(sx, st, birth_ns);
     return 0;
   }
-  int stat_birth_at(int dir_fd, const char* path, struct stat* st, int64_t* birth_ns) override {
+  int stat_birth_at(int dir_fd, const char* path, struct stat* st, int64_t* birth_ns,
+                    Times times) override {
     struct statx sx {};
-    if (::statx(dir_fd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, kStatxMask, &sx) != 0) {
+    const int flags = AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC;
+    if (::statx(dir_fd, path, flags, statx_mask(times), &sx) != 0) {
       return -errno;
     }
     from_statx(sx, st, birth_ns);

@@ -75,6 +75,9 @@ STORE_ROWS = [
     ("append 100 B, fsync", "BM_Append/1", "BM_BareAppend/1", None),
     ("a post's log work: lock, read what is new, append 100 B, unlock (no fsync), against "
      "flock + write + unlock", "BM_PostLog", "BM_BareLockedAppend", None),
+    ("statx of the path asking the file's times, then append 108 B, against the same statx "
+     "without times (multigrain timestamps: the write dirties the inode)",
+     "BM_BareStatAppend/1", "BM_BareStatAppend/0", None),
     ("group commit round over 8 logs: one syncfs, against an fsync per log",
      "BM_GroupRound8/3", "BM_GroupRound8/0", None),
     ("the same round with one syncfs, against one append + fsync", "BM_GroupRound8/3",

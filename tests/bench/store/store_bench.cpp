@@ -10,6 +10,10 @@
 //                                    record, release
 //   BM_BareLockedAppend              the same by hand: flock(LOCK_EX), write(O_APPEND) of the
 //                                    framed bytes, flock(LOCK_UN), on descriptors kept open
+//   BM_BareStatAppend/<times>        statx of a log's path, then write(O_APPEND) of 108 bytes:
+//                                    asking the file's times (1) or not (0). Since Linux 6.13 a
+//                                    stat that asks them makes the next write dirty the inode
+//                                    (store/fs.hpp), so a writer asks none
 //   BM_GroupRound8/<syncfs_min_files> one group commit round over 8 logs without the journal
 //                                    (data.journal = false): a record appended to
 //                                    each in one DurableScope, then its wait (an fsync per log
@@ -29,6 +33,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -160,6 +165,24 @@ void BM_BareLockedAppend(benchmark::State& state) {
   ::close(lock);
 }
 
+void BM_BareStatAppend(benchmark::State& state) {
+  const std::string record(108, 'r');
+  const unsigned times = STATX_ATIME | STATX_MTIME | STATX_CTIME;
+  const unsigned mask = (STATX_BASIC_STATS | STATX_BTIME) & ~(state.range(0) != 0 ? 0u : times);
+  fs::create_directories(scratch() / "bare");
+  const std::string path =
+      (scratch() / "bare" / ("stat-append-" + std::to_string(state.range(0)) + ".log")).string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  struct statx sx {};
+  for (auto _ : state) {
+    if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, mask, &sx) != 0 ||
+        ::write(fd, record.data(), record.size()) != static_cast<ssize_t>(record.size())) {
+      state.SkipWithError("stat + append failed");
+    }
+  }
+  ::close(fd);
+}
+
 // One round over 8 logs; `journal`: through this process's journal (one fdatasync).
 void group_round8(benchmark::State& state, size_t syncfs_min_files, bool journal) {
   const std::string record(100, 'r');
@@ -215,6 +238,7 @@ BENCHMARK(BM_Append)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_BareAppend)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_PostLog)->UseRealTime();
 BENCHMARK(BM_BareLockedAppend)->UseRealTime();
+BENCHMARK(BM_BareStatAppend)->Arg(0)->Arg(1)->UseRealTime();
 BENCHMARK(BM_GroupRound8)->Arg(0)->Arg(3)->UseRealTime();
 BENCHMARK(BM_GroupRound8Journal)->UseRealTime();
 BENCHMARK(BM_BareFlush)->UseRealTime();

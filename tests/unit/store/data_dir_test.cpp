@@ -72,8 +72,21 @@ class CountingFs final : public testing::ForwardingFs {
     ++preads;
     return ForwardingFs::pread(fd, b, n, o);
   }
+  int fstat(int fd, struct stat* st) override {
+    ++timed_stats;
+    return ForwardingFs::fstat(fd, st);
+  }
+  int fstat_birth(int fd, struct stat* st, int64_t* b, Times t) override {
+    if (t == Times::kAsk) ++timed_stats;
+    return ForwardingFs::fstat_birth(fd, st, b, t);
+  }
+  int stat_birth_at(int d, const char* p, struct stat* st, int64_t* b, Times t) override {
+    if (t == Times::kAsk) ++timed_stats;
+    return ForwardingFs::stat_birth_at(d, p, st, b, t);
+  }
   std::atomic<int> opens{0};
   std::atomic<int> preads{0};
+  std::atomic<int> timed_stats{0};  // statuses that asked the file's times
 };
 
 // The real filesystem, refusing (once `refuse` is set) to open an existing file read-write, as
@@ -425,6 +438,49 @@ TEST_F(DataDirTest, AnUnchangedLogIsKnownWithoutOpeningIt) {
   LogTail gone = read().value();
   EXPECT_TRUE(gone.restarted);
   EXPECT_TRUE(gone.records.empty());
+}
+
+// A post (a read and an append under one exclusive guard) asks no file times: on Linux 6.13 and
+// later, a status that asks them makes the next write to the file stamp a fine-grained time and
+// dirty the inode (fs.hpp). What it checks instead: the same file, and within one grant, its
+// size; across grants, the last record's header (one pread).
+TEST_F(DataDirTest, APostAsksNoFileTimes) {
+  open_dir(false, &counting_);
+  LogCursor cursor;
+  const auto post = [&](const char* record) {
+    auto w = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->read_log_since(w, "t.log", cursor).ok());
+    ASSERT_TRUE(dir_->append(w, "t.log", record).ok());
+  };
+  post("first");  // makes the log, and keeps it open
+  post("second");
+  if (cursor.birth_ns == 0) GTEST_SKIP() << "this filesystem keeps no birth time";
+  const int timed = counting_.timed_stats, preads = counting_.preads, opens = counting_.opens;
+  for (const char* record : {"third", "fourth", "fifth"}) post(record);
+  EXPECT_EQ(counting_.timed_stats - timed, 0) << "statuses of a post that asked the file's times";
+  EXPECT_EQ(counting_.preads - preads, 3) << "one pread per post: its read's check of the cursor";
+  EXPECT_EQ(counting_.opens - opens, 0);
+  {
+    auto r = ctx_->shared("l");
+    EXPECT_EQ(dir_->read_log(r, "t.log").value(),
+              (std::vector<std::string>{"first", "second", "third", "fourth", "fifth"}));
+  }
+  // Within one grant the size is what tells the log unchanged: an append between the post's
+  // read and its append, by a process under a wrong lock, grows it, and stays in place.
+  std::error_code ec;
+  auto other = DataDir::open(DataOptions{.dir = data_.string(), .fsync = false}, ec);
+  ASSERT_TRUE(other);
+  {
+    auto w = ctx_->exclusive("l");
+    ASSERT_TRUE(dir_->read_log_since(w, "t.log", cursor).ok());
+    auto wrong = ctx_->exclusive("m");
+    ASSERT_TRUE(other->append(wrong, "t.log", "under a wrong lock").ok());
+    ASSERT_TRUE(dir_->append(w, "t.log", "sixth").ok());
+  }
+  auto r = ctx_->shared("l");
+  EXPECT_EQ(dir_->read_log(r, "t.log").value(),
+            (std::vector<std::string>{"first", "second", "third", "fourth", "fifth",
+                                      "under a wrong lock", "sixth"}));
 }
 
 // A post reads its board's log and then appends under one exclusive guard: the append takes the

@@ -44,11 +44,11 @@ class ForwardingFs : public FileSystem {
   int mkdir_at(int d, const char* n, mode_t m) override { return real_fs().mkdir_at(d, n, m); }
   int ftruncate(int fd, off_t l) override { return real_fs().ftruncate(fd, l); }
   int fstat(int fd, struct stat* st) override { return real_fs().fstat(fd, st); }
-  int fstat_birth(int fd, struct stat* st, int64_t* b) override {
-    return real_fs().fstat_birth(fd, st, b);
+  int fstat_birth(int fd, struct stat* st, int64_t* b, Times t) override {
+    return real_fs().fstat_birth(fd, st, b, t);
   }
-  int stat_birth_at(int d, const char* p, struct stat* st, int64_t* b) override {
-    return real_fs().stat_birth_at(d, p, st, b);
+  int stat_birth_at(int d, const char* p, struct stat* st, int64_t* b, Times t) override {
+    return real_fs().stat_birth_at(d, p, st, b, t);
   }
   int close(int fd) override { return real_fs().close(fd); }
 };

@@ -137,9 +137,9 @@ class PowerCutFs final : public FileSystem {
     if (down()) return -EIO;
     return real_fs().fstat(fd, st);
   }
-  int fstat_birth(int fd, struct stat* st, int64_t* birth_ns) override {
+  int fstat_birth(int fd, struct stat* st, int64_t* birth_ns, Times times) override {
     if (down()) return -EIO;
-    return real_fs().fstat_birth(fd, st, birth_ns);
+    return real_fs().fstat_birth(fd, st, birth_ns, times);
   }
   int close(int fd) override { return real_fs().close(fd); }
 

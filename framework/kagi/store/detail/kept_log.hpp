@@ -17,13 +17,14 @@
 // operator's mv, a hard-linked backup of the old file) is another file there: the descriptor is
 // closed and the path opened as usual.
 //
-// Under the same grant, the append fstats the kept descriptor and refuses it (opening the path
-// as usual) when the file is no longer linked (a rewrite_log or remove replaced it, even one
-// made by another thread under a wrong lock). Under a later grant, the read's statx of the path
-// must find the same file with the same owner, group and mode as when it was opened: a
-// `chmod a-w` or a `chown` (which an open read-write descriptor would ignore) makes the path be
-// opened again, and read read-only if it refuses writes. The cursor is only a hint for where
-// whole records end, checked like every other hint (find_log_end). What is gained is the path
+// Under the same grant, the append fstats the kept descriptor (without times: store/fs.hpp) and
+// trusts the read's cursor while the file's size is the cursor's end; it refuses the
+// descriptor (opening the path as usual) when the file is no longer linked (a rewrite_log or remove
+// replaced it, even one made by another thread under a wrong lock). Under a later grant, the read's
+// statx of the path must find the same file with the same owner, group and mode as when it was
+// opened: a `chmod a-w` or a `chown` (which an open read-write descriptor would ignore) makes the
+// path be opened again, and read read-only if it refuses writes. The cursor is only a hint for
+// where whole records end, checked like every other hint (find_log_end). What is gained is the path
 // walk (openat2) and the close of each post.
 //
 // Only on local filesystems does the append keep its descriptor for later grants (the
@@ -86,9 +87,11 @@ void add_no_atime(int fd);
 // This thread's kept log of (store, path), moved out, the slot left empty. With `grant`, only if
 // it was kept under the grant `grant` holds now (one kept under another is closed, nullopt
 // returned). Without, whatever grant it was kept under: the caller must then check that the
-// path still names the file it holds open before using it.
+// path still names the file it holds open before using it; `now` and `same_grant` (optional)
+// then tell whether it was kept under the grant `now` holds.
 std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
-                                     const lock::Guard* grant);
+                                     const lock::Guard* grant, const lock::Guard* now = nullptr,
+                                     bool* same_grant = nullptr);
 
 // Closes this thread's kept log of (store, path), if any (the path is about to name another file).
 void drop_kept_log(uint64_t store, std::string_view path);

@@ -38,7 +38,10 @@ bool adopt_kept_log(const AppendContext& ctx, const lock::Guard& guard, std::str
                     OpenLog* log) {
   std::optional<KeptLog> kept = take_kept_log(ctx.store, path, &guard);
   if (!kept) return false;
-  if (ctx.fs.fstat_birth(kept->fd.get(), &log->st, &log->birth_ns) < 0 || log->st.st_nlink == 0) {
+  // Without times: asking them would make this append dirty the inode (fs.hpp). The read's
+  // cursor is trusted by identity and size (find_end: held since, under this grant).
+  if (ctx.fs.fstat_birth(kept->fd.get(), &log->st, &log->birth_ns, FileSystem::Times::kSkip) < 0 ||
+      log->st.st_nlink == 0) {
     return false;
   }
   log->fd = std::move(kept->fd);
@@ -78,7 +81,9 @@ Status find_end(const AppendContext& ctx, const std::string& path, OpenLog& log,
     }
     log.known = ctx.ends.find(path);
   }
-  if (Status s = find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, log.known, path, end);
+  // A kept log comes from the read under this same grant: the lock was held since its cursor.
+  if (Status s = find_log_end(ctx.fs, log.fd.get(), log.st, log.birth_ns, log.known, path, end,
+                              log.from_read);
       !s.ok()) {
     return s;
   }

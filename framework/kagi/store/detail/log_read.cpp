@@ -50,8 +50,8 @@ Result<std::vector<std::string>> read_records(FileSystem& fs, int fd, std::strin
 }
 
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
-                                   DamageReporter& damage, ReadExtent* seen,
-                                   const FileStatus* now) {
+                                   DamageReporter& damage, ReadExtent* seen, const FileStatus* now,
+                                   bool held_since) {
   FileStatus status;
   if (now) {
     status = *now;
@@ -61,7 +61,7 @@ Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path
   const struct stat& st = status.st;
   const int64_t birth_ns = status.birth_ns;
   std::string bytes;
-  const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes);
+  const long at = read_past_cursor(fs, fd, st, birth_ns, cursor, bytes, held_since);
   if (at < 0) return Status::failed(sys_error(at), "read_log", path, "read");
   const auto start = static_cast<uint64_t>(at);
   *seen = ReadExtent{FileId{st.st_dev, st.st_ino, birth_ns}, 0, st};

@@ -39,9 +39,10 @@ struct FileStatus {
 
 // The records of the open log `fd` past `cursor`, and the cursor moved past them; the whole
 // log with `restarted` set when the cursor no longer holds. On error the cursor is unchanged.
-// `now`: the file's status, if the caller has it (spares an fstat).
+// `now`: the file's status, if the caller has it (spares an fstat). `held_since`: the caller's
+// exclusive lock was held without a break since `cursor` was verified (log_unchanged_since).
 Result<LogTail> read_records_since(FileSystem& fs, int fd, std::string_view path, LogCursor& cursor,
                                    DamageReporter& damage, ReadExtent* seen,
-                                   const FileStatus* now = nullptr);
+                                   const FileStatus* now = nullptr, bool held_since = false);
 
 }  // namespace kagi::store::detail

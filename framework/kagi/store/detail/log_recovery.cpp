@@ -28,8 +28,8 @@ bool same_file_no_shorter(const struct stat& st, int64_t birth_ns, const LogCurs
 }  // namespace
 
 long read_past_cursor(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                      const LogCursor& c, std::string& bytes) {
-  if (log_unchanged_since(st, birth_ns, c)) {
+                      const LogCursor& c, std::string& bytes, bool held_since) {
+  if (log_unchanged_since(st, birth_ns, c, held_since)) {
     bytes.clear();
     return static_cast<long>(c.end);
   }
@@ -48,10 +48,18 @@ long read_past_cursor(FileSystem& fs, int fd, const struct stat& st, int64_t bir
   return 0;
 }
 
-bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c) {
-  return S_ISREG(st.st_mode) && c.end != 0 && c.birth_ns != 0 && c.ctime_ns != 0 &&
-         st.st_dev == c.dev && st.st_ino == c.ino && birth_ns == c.birth_ns &&
-         static_cast<uint64_t>(st.st_size) == c.end && change_time_ns(st) == c.ctime_ns;
+bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c,
+                         bool held_since) {
+  const bool same_file_and_size =
+      S_ISREG(st.st_mode) && c.end != 0 && c.birth_ns != 0 && st.st_dev == c.dev &&
+      st.st_ino == c.ino && birth_ns == c.birth_ns && static_cast<uint64_t>(st.st_size) == c.end;
+  if (held_since) return same_file_and_size && st.st_nlink != 0;
+  return same_file_and_size && c.ctime_ns != 0 && change_time_ns(st) == c.ctime_ns;
+}
+
+bool same_place(const LogCursor& a, const LogCursor& b) {
+  return a.dev == b.dev && a.ino == b.ino && a.birth_ns == b.birth_ns && a.end == b.end &&
+         a.last_start == b.last_start && a.last_header == b.last_header;
 }
 
 LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor& before,
@@ -72,9 +80,9 @@ LogCursor cursor_after(const struct stat& st, int64_t birth_ns, const LogCursor&
 }
 
 Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                    const LogCursor& known, std::string_view path, LogEnd* end) {
+                    const LogCursor& known, std::string_view path, LogEnd* end, bool held_since) {
   std::string bytes;
-  const long at = read_past_cursor(fs, fd, st, birth_ns, known, bytes);
+  const long at = read_past_cursor(fs, fd, st, birth_ns, known, bytes, held_since);
   if (at < 0) return Status::failed(sys_error(at), "append", path, "read");
   const auto start = static_cast<uint64_t>(at);
   end->valid_end = start;

@@ -33,13 +33,24 @@ namespace kagi::store::detail {
 // Nothing is read when the file is the one `c` read to its end, unchanged since
 // (log_unchanged_since). <0: -errno.
 long read_past_cursor(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                      const LogCursor& c, std::string& bytes);
+                      const LogCursor& c, std::string& bytes, bool held_since = false);
 
 // Is the file `st` (born `birth_ns`), found by the log's path without opening it, the very file
 // `c` read to its end, unchanged since? The same identity, birth time, change time and size:
 // then no record was appended, cut or rewritten (each changes the size or the change time; a
 // rewrite_log is another file). False whenever the cursor lacks what it would take to tell.
-bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c);
+//
+// `held_since`: the caller's exclusive lock on the log was held without a break since `c` was
+// taken (one grant). Then the change time is not asked for (it may be unknown: a writer stats
+// without times, fs.hpp): no writer that keeps the locking rule touched the log, and what
+// one that breaks it could do unseen is a same-sized rewrite in place within that grant (an
+// append changes the size, a rewrite_log the inode and its link count).
+bool log_unchanged_since(const struct stat& st, int64_t birth_ns, const LogCursor& c,
+                         bool held_since = false);
+
+// Whether two cursors stand at the same place of the same file (the same file identity, end and
+// last record).
+bool same_place(const LogCursor& a, const LogCursor& b);
 
 // The cursor after `bytes`, read from offset `from` (a record boundary) of the file `st`, of
 // which the first `valid` bytes are whole records, the last one `last_payload` bytes long
@@ -58,8 +69,10 @@ struct LogEnd {
 // Finds the end of the whole records of the open log `fd` (stat'ed `st`, born `birth_ns`),
 // reading only what lies past `known` when that cursor still holds (read_past_cursor). Errors
 // name "append" and `path`: a failed read, or Errc::kCorrupt for a file that is not a kagi log.
+// `held_since`: as for log_unchanged_since.
 Status find_log_end(FileSystem& fs, int fd, const struct stat& st, int64_t birth_ns,
-                    const LogCursor& known, std::string_view path, LogEnd* end);
+                    const LogCursor& known, std::string_view path, LogEnd* end,
+                    bool held_since = false);
 
 // What this process verified of each log it appended to: hints for find_log_end, trusted only
 // while read_past_cursor finds them holding. Thread-safe; bounded (cleared when full: a hint cache,
