@@ -307,8 +307,7 @@ bool DataDir::reuse_kept_log(std::string_view path, const lock::Guard& guard,
                              bool* held_since) const {
   if (!local_attributes_ || !detail::keepable(guard)) return false;
   bool same_grant = false;
-  std::optional<detail::KeptLog> kept =
-      detail::take_kept_log(serial_, path, nullptr, &guard, &same_grant);
+  std::optional<detail::KeptLog> kept = detail::take_kept_log(serial_, path, guard, &same_grant);
   if (!kept) return false;
   const std::string name(path);
   // Without times (fs.hpp): the append that follows would pay for them. Identity and access

@@ -57,7 +57,7 @@ struct NumberedLog {
 
 // A compaction costs a new file, a rename and every process's full read of the new log, so it
 // waits for several times `keep` records: at 4 × keep, one compaction per 3 × keep appends.
-// (At twice keep, as before, a chat room of 200 spent about 8% of a say's time compacting.)
+// (At twice keep, a chat room of 200 spent about 8% of a say's time compacting.)
 inline constexpr size_t kCompactAtKeepTimes = 4;
 
 namespace detail {

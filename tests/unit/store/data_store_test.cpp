@@ -311,7 +311,7 @@ TEST_P(DataStoreTest, ANumberedLogCacheFollowsAnotherHostsAppendsAndCompactions)
   };
   for (int i = 0; i < 3; ++i) add(a(), cache_a, "a" + std::to_string(i));
   EXPECT_EQ(ids(b(), cache_b), (std::vector<int64_t>{1, 2, 3}));
-  // Compacts at the 17th record (kCompactAtKeepTimes × 4), then appends after it.
+  // Compacts at the 17th record (kCompactAtKeepTimes × keep = 16 before it), then appends after.
   for (int i = 0; i < 20; ++i) add(i % 2 ? a() : b(), i % 2 ? cache_a : cache_b, "x");
   EXPECT_EQ(ids(a(), cache_a), (std::vector<int64_t>{20, 21, 22, 23}));
   EXPECT_EQ(ids(b(), cache_b), (std::vector<int64_t>{20, 21, 22, 23}));

@@ -71,19 +71,12 @@ void add_no_atime(int fd) {
 }
 
 std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
-                                     const lock::Guard* grant, const lock::Guard* now,
-                                     bool* same_grant) {
+                                     const lock::Guard& guard, bool* same_grant) {
   Slot* slot = kept_for(store, path);
   if (slot == nullptr) return std::nullopt;
   KeptLog log = std::move(slot->log);
   slot->log = KeptLog{};
-  const auto kept_under = [slot](const lock::Guard& g) {
-    return keepable(g) && slot->epoch == g.epoch() && slot->lock == g.name();
-  };
-  if (grant && !kept_under(*grant)) {
-    return std::nullopt;  // another grant: the lock was free in between; `log` closes here
-  }
-  if (same_grant) *same_grant = now != nullptr && kept_under(*now);
+  *same_grant = keepable(guard) && slot->epoch == guard.epoch() && slot->lock == guard.name();
   return log;
 }
 

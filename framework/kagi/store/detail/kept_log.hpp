@@ -84,14 +84,12 @@ void keep_log(uint64_t store, std::string_view path, const lock::Guard& guard, K
 // hint: nothing changes otherwise). For descriptors that are kept and read many times.
 void add_no_atime(int fd);
 
-// This thread's kept log of (store, path), moved out, the slot left empty. With `grant`, only if
-// it was kept under the grant `grant` holds now (one kept under another is closed, nullopt
-// returned). Without, whatever grant it was kept under: the caller must then check that the
-// path still names the file it holds open before using it; `now` and `same_grant` (optional)
-// then tell whether it was kept under the grant `now` holds.
+// This thread's kept log of (store, path), moved out, the slot left empty, whatever grant it was
+// kept under; `*same_grant` says whether that is the grant `guard` holds now (the lock was held
+// without a break since). One kept under another grant may be used only after checking that
+// the path still names the file it holds open; dropped, it closes.
 std::optional<KeptLog> take_kept_log(uint64_t store, std::string_view path,
-                                     const lock::Guard* grant, const lock::Guard* now = nullptr,
-                                     bool* same_grant = nullptr);
+                                     const lock::Guard& guard, bool* same_grant);
 
 // Closes this thread's kept log of (store, path), if any (the path is about to name another file).
 void drop_kept_log(uint64_t store, std::string_view path);

@@ -36,8 +36,10 @@ struct OpenLog {
 // if it is still the file the path names (a replaced log is unlinked: the path is opened then).
 bool adopt_kept_log(const AppendContext& ctx, const lock::Guard& guard, std::string_view path,
                     OpenLog* log) {
-  std::optional<KeptLog> kept = take_kept_log(ctx.store, path, &guard);
-  if (!kept) return false;
+  bool same_grant = false;
+  std::optional<KeptLog> kept = take_kept_log(ctx.store, path, guard, &same_grant);
+  // Kept under another grant: the lock was free in between; `kept` closes here.
+  if (!kept || !same_grant) return false;
   // Without times: asking them would make this append dirty the inode (fs.hpp). The read's
   // cursor is trusted by identity and size (find_end: held since, under this grant).
   if (ctx.fs.fstat_birth(kept->fd.get(), &log->st, &log->birth_ns, FileSystem::Times::kSkip) < 0 ||
