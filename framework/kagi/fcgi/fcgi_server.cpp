@@ -70,8 +70,8 @@ class Conn {
   Stage stage = Stage::kIdle;
   // When the current stage must be over (a stalled peer is dropped, a slow body gets 408).
   Clock::time_point deadline = Clock::time_point::max();
-  // Waiting in idle_ with a count in Core::in_flight_ of its own (a response being written,
-  // or a request begun when a stop came): whoever takes it from idle_ takes that count.
+  // Idle in Core::conns_ with a count in Core::in_flight_ of its own (a response being
+  // written, or a request begun when a stop came): whoever takes it takes that count.
   bool holds_count = false;
   // The encoded response, while the web server takes it in pieces (Stage::kWrite).
   std::string out;
@@ -79,20 +79,30 @@ class Conn {
   // False once the web server's client is known to be gone (the connection closed, or
   // FCGI_ABORT_REQUEST, seen while the request was parked): closed after the response.
   bool reusable = true;
+  // The last read stopped at its limit: bytes may be waiting that no new edge announces.
+  bool more_waiting = false;
+  // Watched for EPOLLOUT too (a response being written, or a record already buffered): the
+  // next park watches for input only again.
+  bool watching_out = false;
 
  private:
   const util::UniqueFd fd_;
   const uint64_t id_;
 };
 
+// What a connection is watched for, from its accept to its close: edge-triggered, so that a
+// worker done with it puts it back without an epoll_ctl (Core::park_locked).
+constexpr uint32_t kConnEvents = EPOLLIN | EPOLLRDHUP | EPOLLET;
+
 // epoll ids of the two descriptors that are not connections.
 constexpr uint64_t kWakeId = 0;
 constexpr uint64_t kListenId = 1;
 constexpr uint64_t kFirstConnId = 2;
 
-// Reads what is waiting on `conn`, at most `limit` bytes. Returns false when the peer
-// closed the connection or it failed.
+// Reads what is waiting on `conn`, at most `limit` bytes (conn.more_waiting: it stopped there,
+// with bytes perhaps left). Returns false when the peer closed the connection or it failed.
 bool read_available(Conn& conn, size_t limit) {
+  conn.more_waiting = false;
   char buf[65536];
   size_t total = 0;
   while (total < limit) {
@@ -102,7 +112,8 @@ bool read_available(Conn& conn, size_t limit) {
       conn.reader.append(buf, static_cast<size_t>(n));
       total += static_cast<size_t>(n);
       // A short read took all there was: no second read just to hear EAGAIN (a request
-      // costs one read). If more came meanwhile, the re-armed connection wakes a worker.
+      // costs one read). If more came meanwhile, its event marks the connection
+      // (Core::park_locked).
       if (static_cast<size_t>(n) < want) return true;
       continue;
     }
@@ -110,6 +121,7 @@ bool read_available(Conn& conn, size_t limit) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     return false;  // 0: end of stream; else ECONNRESET and the like
   }
+  conn.more_waiting = true;
   return true;
 }
 
@@ -146,8 +158,9 @@ class Core : public std::enable_shared_from_this<Core> {
 
   void run() KAGI_EXCLUDES(mu_);
   void stop() KAGI_EXCLUDES(mu_);
-  // An exchange is over: `conn` (null: closed) is armed again for its next request.
-  void finish(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
+  // An exchange is over: `conn` waits for its next request (kKeep), or is closed (kClose).
+  enum class Then { kKeep, kClose };
+  void finish(std::unique_ptr<Conn> conn, Then then) KAGI_EXCLUDES(mu_);
   // Writes conn->out, the response; what the web server does not take at once is written
   // from the epoll set as it does (no thread waits on a slow reader). Then finish().
   void write_response(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
@@ -163,17 +176,27 @@ class Core : public std::enable_shared_from_this<Core> {
   // Reads what arrived on `conn`; serves the request once it is complete, else puts the
   // connection back to wait for more.
   void on_readable(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
-  // `conn` goes back to idle_, armed, to wait for more of its request (or its next one).
-  // False (conn left in place) when it cannot be watched.
+  // `conn` goes back to conns_ to wait for more of its request (or its next one). It stays in
+  // the epoll set, edge-triggered, all along: re-armed (one epoll_ctl) only if an event came
+  // while a worker or a parked exchange held it, a read stopped at its limit, or a whole
+  // record is already buffered; a request read and answered in one go costs none. False
+  // (conn left in place) when it cannot be watched.
   bool park_locked(std::unique_ptr<Conn>& conn) KAGI_REQUIRES(mu_);
-  // `conn` goes to idle_ armed for EPOLLOUT, keeping its in-flight count, until the web
-  // server takes more of its response. False as park_locked.
+  // `conn` goes back watched for EPOLLOUT as well, keeping its in-flight count, until the
+  // web server takes more of its response. False as park_locked.
   bool park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) KAGI_REQUIRES(mu_);
-  // Takes out of idle_ the connections whose deadline passed; the caller ends them.
+  struct Slot;
+  // Takes the idle connection of `slot`: its events meanwhile mark the slot.
+  static std::unique_ptr<Conn> take(Slot& slot);
+  // Puts `conn` back into its slot and, if `rearm`, re-arms it for `events` (edge-triggered:
+  // the kernel reports at once what is ready now). False (conn left in place, the slot gone)
+  // when it cannot be watched.
+  bool put_idle_locked(std::unique_ptr<Conn>& conn, bool rearm, uint32_t events) KAGI_REQUIRES(mu_);
+  // Takes the idle connections whose deadline passed; the caller ends them.
   std::vector<std::unique_ptr<Conn>> take_expired_locked(Clock::time_point now) KAGI_REQUIRES(mu_);
   void expire(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
   void serve(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
-  // (Re-)arms `id` for one readiness event (EPOLLONESHOT): exactly one worker gets it.
+  // Adds or modifies `id`'s watch in the epoll set.
   bool arm(int op, int fd, uint64_t id, uint32_t events);
 
   App& app_;
@@ -194,8 +217,17 @@ class Core : public std::enable_shared_from_this<Core> {
   ListenSocket listen_ KAGI_GUARDED_BY(mu_);
   // Connections waiting (armed in epoll) for bytes of their next or current request, by id.
   // A worker that gets one's event takes it out; it goes back before it is re-armed.
-  std::unordered_map<uint64_t, std::unique_ptr<Conn>> idle_ KAGI_GUARDED_BY(mu_);
-  // How many connections in idle_ have a deadline (a request begun): the sweep skips the
+  // Every open connection, by id: its Conn while it waits in the epoll set (idle), none while
+  // a worker or an exchange holds it (being read, served, parked or written), and whether an
+  // event came for it meanwhile. Edge-triggered, that event is not repeated: the connection is
+  // re-armed when it comes back, so that what arrived is not left unread. One slot from the
+  // accept to the close: a request allocates nothing here.
+  struct Slot {
+    std::unique_ptr<Conn> conn;
+    bool marked = false;
+  };
+  std::unordered_map<uint64_t, Slot> conns_ KAGI_GUARDED_BY(mu_);
+  // How many idle connections have a deadline (a request begun): the sweep skips the
   // scan when none has.
   size_t timed_ KAGI_GUARDED_BY(mu_) = 0;
   Clock::time_point next_sweep_ KAGI_GUARDED_BY(mu_){};
@@ -313,7 +345,7 @@ Core::Core(App& app, FcgiOptions options, ListenSocket listen)
 }
 
 // The idle connections close first, then (members) the eventfd and the epoll set.
-Core::~Core() { idle_.clear(); }
+Core::~Core() { conns_.clear(); }
 
 bool Core::arm(int op, int fd, uint64_t id, uint32_t events) {
   epoll_event ev{};
@@ -335,6 +367,27 @@ void Core::stop() {
   stop_cv_.notify_all();
 }
 
+std::unique_ptr<Conn> Core::take(Slot& slot) {
+  slot.marked = false;
+  return std::move(slot.conn);
+}
+
+bool Core::put_idle_locked(std::unique_ptr<Conn>& conn, bool rearm, uint32_t events) {
+  // Back in its slot before it is re-armed, so the worker that gets its next event finds it;
+  // under mu_, so a stop cannot close it in between.
+  const uint64_t id = conn->id();
+  const int fd = conn->fd();
+  auto it = conns_.try_emplace(id).first;
+  it->second.conn = std::move(conn);
+  it->second.marked = false;
+  if (rearm && !arm(EPOLL_CTL_MOD, fd, id, events)) {
+    conn = std::move(it->second.conn);  // cannot be watched: closed rather than leaked
+    conns_.erase(it);
+    return false;
+  }
+  return true;
+}
+
 bool Core::park_locked(std::unique_ptr<Conn>& conn) {
   // The deadline of the stage the request is in: from its first byte, its params must
   // arrive within read_timeout; from the end of its params, its body within body_timeout.
@@ -351,24 +404,23 @@ bool Core::park_locked(std::unique_ptr<Conn>& conn) {
   // A whole record already buffered (a next request read along with this one) would wait
   // for an event that never comes: EPOLLOUT fires at once on a connection that can be
   // written. Only then: part of a record waits for its peer's next bytes (EPOLLIN), and
-  // EPOLLOUT would wake a worker at once, again and again.
-  const uint32_t events =
-      EPOLLIN | EPOLLRDHUP | EPOLLONESHOT | (conn->reader.record_ready() ? uint32_t{EPOLLOUT} : 0u);
-  // Into idle_ before it is armed, so the worker that gets its next event finds it; armed
-  // under mu_, so a stop cannot close it in between.
-  const uint64_t id = conn->id();
-  const int fd = conn->fd();
-  auto [it, inserted] = idle_.emplace(id, std::move(conn));
-  if (!arm(EPOLL_CTL_MOD, fd, id, events)) {
-    conn = std::move(it->second);  // cannot be watched: closed rather than leaked
-    idle_.erase(it);
+  // EPOLLOUT would wake a worker again whenever the web server reads.
+  const bool buffered = conn->reader.record_ready();
+  // Re-armed, the kernel looks at once at what is ready: what came while the connection was
+  // held, what a read left at its limit, the buffered record. Else nothing is waiting that a
+  // new edge would not announce, and the watch stays as it is.
+  bool rearm = buffered || conn->more_waiting || conn->watching_out;
+  if (auto it = conns_.find(conn->id()); it != conns_.end()) rearm = rearm || it->second.marked;
+  conn->watching_out = buffered;
+  const Stage parked_stage = conn->stage;
+  if (!put_idle_locked(conn, rearm, kConnEvents | (buffered ? uint32_t{EPOLLOUT} : 0u))) {
     return false;
   }
-  if (it->second->stage != Stage::kIdle) ++timed_;
+  if (parked_stage != Stage::kIdle) ++timed_;
   return true;
 }
 
-void Core::finish(std::unique_ptr<Conn> conn) {
+void Core::finish(std::unique_ptr<Conn> conn, Then then) {
   bool stopping = false;
   {
     util::MutexLock lock(mu_);
@@ -376,10 +428,13 @@ void Core::finish(std::unique_ptr<Conn> conn) {
     --in_flight_;  // this read or exchange is over
     // While stopping, a connection is kept only for a request already begun in it, which
     // counts in flight until it is served or dropped.
-    if (conn && (!stopping_ || conn->reader.started())) {
+    bool kept = false;
+    if (then == Then::kKeep && (!stopping_ || conn->reader.started())) {
       conn->holds_count = stopping_;
-      if (park_locked(conn) && stopping_) ++in_flight_;
+      kept = park_locked(conn);
+      if (kept && stopping_) ++in_flight_;
     }
+    if (!kept) conns_.erase(conn->id());
   }
   conn.reset();  // closes it when it was not kept
   if (stopping) done_cv_.notify_all();
@@ -395,15 +450,13 @@ void Core::write_response(std::unique_ptr<Conn> conn) {
   if (status != WriteStatus::kDone) {
     // The web server closed the connection (its client went away), or it cannot be
     // watched: the connection is closed, the process carries on.
-    conn.reset();
-    return finish(nullptr);
+    return finish(std::move(conn), Then::kClose);
   }
   conn->out = std::string();
   conn->out_done = 0;
   const bool keep = conn->reusable && conn->reader.keep_conn();
   conn->reader.next();
-  if (!keep) conn.reset();
-  finish(std::move(conn));
+  finish(std::move(conn), keep ? Then::kKeep : Then::kClose);
 }
 
 bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
@@ -413,12 +466,9 @@ bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
   }
   // Keeps the count it was written under: a stop waits for the response to go out.
   conn->holds_count = true;
-  const uint64_t id = conn->id();
-  const int fd = conn->fd();
-  auto [it, inserted] = idle_.emplace(id, std::move(conn));
-  if (!arm(EPOLL_CTL_MOD, fd, id, EPOLLOUT | EPOLLONESHOT)) {
-    conn = std::move(it->second);
-    idle_.erase(it);
+  conn->watching_out = true;
+  // Re-armed: the kernel reports what is ready now, whatever came while it was held.
+  if (!put_idle_locked(conn, true, kConnEvents | EPOLLOUT)) {
     conn->holds_count = false;
     return false;
   }
@@ -441,24 +491,27 @@ void Core::close_idle_without_request() {
   listening_ = false;
   std::vector<pollfd> probe;
   std::vector<uint64_t> ids;
-  for (const auto& [id, conn] : idle_) {
-    probe.push_back(pollfd{conn->fd(), POLLIN, 0});
+  for (const auto& [id, slot] : conns_) {
+    if (!slot.conn) continue;  // held: served or answered, then closed by finish()
+    probe.push_back(pollfd{slot.conn->fd(), POLLIN, 0});
     ids.push_back(id);
   }
   ::poll(probe.data(), probe.size(), 0);
   for (size_t i = 0; i < probe.size(); ++i) {
-    auto it = idle_.find(ids[i]);
+    auto it = conns_.find(ids[i]);
+    Conn& conn = *it->second.conn;
     const bool waiting =
         (probe[i].revents & POLLIN) != 0 && (probe[i].revents & (POLLHUP | POLLERR)) == 0;
-    if (waiting || it->second->reader.started()) {
-      if (!it->second->holds_count) {
-        it->second->holds_count = true;
+    if (waiting || conn.reader.started()) {
+      if (!conn.holds_count) {
+        conn.holds_count = true;
         ++in_flight_;
       }
       continue;
     }
-    closing.push_back(std::move(it->second));
-    idle_.erase(it);
+    if (conn.stage != Stage::kIdle) --timed_;
+    closing.push_back(std::move(it->second.conn));
+    conns_.erase(it);
   }
 }
 
@@ -517,8 +570,8 @@ void Core::run() {
 
 // Every worker waits on the one epoll set and takes one event at a time: a connection with
 // bytes is read by the worker that woke, and served by it once its request is complete, with
-// no hand-off to another thread; the one-shot arming means no two workers ever get the same
-// connection.
+// no hand-off to another thread. The worker takes the connection out of its slot, so no two
+// workers ever hold the same one: an event that comes for it meanwhile only marks the slot.
 void Core::worker_loop() {
   for (;;) {
     epoll_event ev{};
@@ -545,13 +598,14 @@ void Core::worker_loop() {
         end_accept_episode_locked(now);
       }
       if (n == 1 && ev.data.u64 >= kFirstConnId) {
-        auto it = idle_.find(ev.data.u64);
-        if (it != idle_.end()) {  // else closed by a stop or a deadline meanwhile
-          conn = std::move(it->second);
-          idle_.erase(it);
+        auto it = conns_.find(ev.data.u64);  // none: closed by a stop or a deadline meanwhile
+        if (it != conns_.end() && it->second.conn) {
+          conn = take(it->second);
           if (conn->stage != Stage::kIdle) --timed_;
           if (!conn->holds_count) ++in_flight_;
           conn->holds_count = false;
+        } else if (it != conns_.end()) {
+          it->second.marked = true;  // held: looked at again when its holder puts it back
         }
       }
     }
@@ -569,16 +623,12 @@ void Core::worker_loop() {
 std::vector<std::unique_ptr<Conn>> Core::take_expired_locked(Clock::time_point now) {
   std::vector<std::unique_ptr<Conn>> out;
   if (timed_ == 0) return out;
-  for (auto it = idle_.begin(); it != idle_.end();) {
-    if (it->second->deadline > now) {
-      ++it;
-      continue;
-    }
+  for (auto& [id, slot] : conns_) {
+    if (!slot.conn || slot.conn->deadline > now) continue;
     --timed_;
-    if (!it->second->holds_count) ++in_flight_;
-    it->second->holds_count = false;
-    out.push_back(std::move(it->second));
-    it = idle_.erase(it);  // its pending event, if any, finds nothing and is dropped
+    if (!slot.conn->holds_count) ++in_flight_;
+    slot.conn->holds_count = false;
+    out.push_back(take(slot));  // held now: its pending event, if any, marks the slot
   }
   return out;
 }
@@ -594,17 +644,14 @@ void Core::expire(std::unique_ptr<Conn> conn) {
     util::log_warn("fcgi: the web server took nothing of a response for " +
                    std::to_string(options_.read_timeout.count()) +
                    " ms (limits.fcgi_read_timeout_ms); closing its connection");
-    conn.reset();
-    return finish(nullptr);
+    return finish(std::move(conn), Then::kClose);
   }
   if (conn->stage != Stage::kBody) {
     util::log_warn("fcgi: dropped a connection on " + listen_name_ +
                    " that sent no complete request head within " +
                    std::to_string(options_.read_timeout.count()) +
                    " ms (limits.fcgi_read_timeout_ms)");
-    conn.reset();
-    finish(nullptr);
-    return;
+    return finish(std::move(conn), Then::kClose);
   }
   http::Request request;
   fill_request(conn->reader.envp(), request);
@@ -629,7 +676,7 @@ void Core::rearm_listen_locked() {
   if (!listening_) accept_resume_ = Clock::now() + kAcceptBackoff;
 }
 
-// Accepts every connection waiting on the listening socket into idle_, armed. Returns true
+// Accepts every connection waiting on the listening socket into conns_, armed. Returns true
 // when the backlog is empty (false: accepting is paused).
 bool Core::accept_all_locked() {
   for (;;) {
@@ -668,8 +715,8 @@ bool Core::accept_all_locked() {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     const uint64_t id = next_id_++;
-    idle_.emplace(id, std::make_unique<Conn>(fd, id, reader_limits_));
-    if (!arm(EPOLL_CTL_ADD, fd, id, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)) idle_.erase(id);
+    conns_.try_emplace(id, Slot{std::make_unique<Conn>(fd, id, reader_limits_)});
+    if (!arm(EPOLL_CTL_ADD, fd, id, kConnEvents)) conns_.erase(id);
   }
 }
 
@@ -696,22 +743,19 @@ void Core::on_readable(std::unique_ptr<Conn> conn) {
     if (!written) {
       util::log_warn("fcgi: closing a connection on " + listen_name_ +
                      " that does not read the answers to its management records");
-      conn.reset();
-      return finish(nullptr);
+      return finish(std::move(conn), Then::kClose);
     }
   }
   if (status == RequestReader::Status::kError) {
     util::log_warn("fcgi: closing a connection on " + listen_name_ + ": " + conn->reader.error());
-    conn.reset();
-    return finish(nullptr);
+    return finish(std::move(conn), Then::kClose);
   }
   if (status == RequestReader::Status::kComplete) return serve(std::move(conn));
   if (!open) {
     // The peer closed (an idle kept connection: the usual end), or failed mid-request.
-    conn.reset();
-    return finish(nullptr);
+    return finish(std::move(conn), Then::kClose);
   }
-  finish(std::move(conn));  // waits for more, under the deadline of its stage
+  finish(std::move(conn), Then::kKeep);  // waits for more, under the deadline of its stage
 }
 
 void Core::serve(std::unique_ptr<Conn> conn) {

@@ -4,11 +4,14 @@
 //   std::thread stopper([&] { wait_for_sigterm(); server.stop(); });
 //   server.run();   // returns after stop() once in-flight requests are done
 //
-// The listening socket and every connection waiting for bytes sit in one epoll set, each
-// armed for a single event (EPOLLONESHOT). The `threads` workers all wait on that set; the
-// worker that gets a connection's event reads what arrived without blocking (fcgi/protocol.hpp
-// assembles the records) and either puts the connection back to wait for more or, once the
-// request is complete, serves it and writes the answer. So neither an idle connection kept
+// The listening socket and every connection sit in one epoll set: the listening socket armed
+// for a single event (EPOLLONESHOT), each connection edge-triggered from its accept to its
+// close. The `threads` workers all wait on that set; the worker that gets a connection's event
+// takes it (no other worker can meanwhile: an event for a connection in hand only marks it),
+// reads what arrived without blocking (fcgi/protocol.hpp assembles the records) and either
+// puts the connection back to wait for more or, once the request is complete, serves it and
+// writes the answer. Putting it back costs no system call unless something arrived while it
+// was held (then one epoll_ctl makes the kernel look again). So neither an idle connection kept
 // open by the web server (nginx `fastcgi_keep_conn on`, Apache `enablereuse=on`) nor a slow
 // one — half a record header, a body streamed at a few bytes a second (Apache's
 // mod_proxy_fcgi streams bodies as they come) — ever holds a worker thread.

@@ -1,7 +1,9 @@
 """kagi's FastCGI record reader against a raw peer: what nginx and Apache never send but a
 broken or hostile peer on the socket can. Garbage closes the connection (and only it);
 FCGI_GET_VALUES is answered; params over the limit get 431; a body slower than
-limits.body_timeout_ms gets 408 and the connection carries the next request."""
+limits.body_timeout_ms gets 408 and the connection carries the next request. And what the
+edge-triggered watch of a connection must not lose: a request sent along with the one before
+it, and a body more than one read takes (256 KiB) sent at once, are answered at once."""
 
 import os
 import socket
@@ -30,7 +32,68 @@ def closed_by_kagi(sock, timeout=5.0):
         return False
 
 
+class _Capture:
+    def __init__(self):
+        self.data = b""
+
+    def sendall(self, data):
+        self.data += data
+
+
+def encoded(conn, method, uri, body=b"", headers=None):
+    """The records of one request, as conn.send_request would send them."""
+    real, conn.sock = conn.sock, _Capture()
+    try:
+        conn.send_request(method, uri, body, headers)
+        return conn.sock.data
+    finally:
+        conn.sock = real
+
+
+def test_edges(env, fail):
+    """No event announces bytes that are already waiting: kagi must look again by itself."""
+    port = harness.free_port()
+    kagi = env.start([env.demo, "--fcgi", "127.0.0.1:%d" % port] + env.demo_settings(
+        2, ["limits.body_timeout_ms=%d" % BODY_TIMEOUT_MS, "limits.max_body_bytes=4194304",
+            "limits.max_field_bytes=4194304"]),
+        "kagi-tcp.out")
+    harness.wait_for_port(port, kagi, "kagi")
+    c = fcgi_client.Conn(("127.0.0.1", port))
+    # Two requests in one write: the second is read along with the first, and buffered.
+    for i in range(20):
+        t0 = time.monotonic()
+        c.sock.sendall(encoded(c, "GET", "/_test/echo?n=%d" % (2 * i))
+                       + encoded(c, "GET", "/_test/echo?n=%d" % (2 * i + 1)))
+        first, second = c.read_response(), c.read_response()
+        took = time.monotonic() - t0
+        ok = (first.status == 200 and b"arg n=%d\n" % (2 * i) in first.body
+              and second.status == 200 and b"arg n=%d\n" % (2 * i + 1) in second.body)
+        if not ok or took > 0.5 or i == 19:
+            fail.check(ok and took <= 0.5, "two requests in one write: both answered, in order, "
+                       "at once (round %d, %.3f s)" % (i, took))
+            break
+    # Bodies of 3 MiB sent at once: a worker reads 256 KiB per event, then must look again
+    # (over TCP, the kernel holds far more than that before kagi reads).
+    token = c.request("GET", "/_test/echo").body.split(b"csrf ")[1].split(b"\n")[0].decode()
+    body = ("_csrf=%s&a=" % token).encode() + b"x" * (3 * 1024 * 1024)
+    form = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": "kagi_csrf=" + token}
+    for i in range(5):
+        t0 = time.monotonic()
+        c.sock.sendall(encoded(c, "POST", "/_test/echo", body, form))
+        r = c.read_response()
+        took = time.monotonic() - t0
+        ok = r.status == 200 and b"field a=xxxx" in r.body
+        if not ok or took > BODY_TIMEOUT_MS / 2000.0 or i == 4:
+            fail.check(ok and took <= BODY_TIMEOUT_MS / 2000.0,
+                       "a 3 MiB body sent at once is read to its end at once (try %d: %d "
+                       "after %.3f s)" % (i, r.status, took))
+            break
+    c.close()
+    fail.check(kagi.poll() is None, "kagi (TCP) still running")
+
+
 def test(env, fail):
+    test_edges(env, fail)
     path = env.path("kagi.sock")
     kagi = env.start([env.demo, "--fcgi", "unix:" + path] + env.demo_settings(
         2, ["limits.body_timeout_ms=%d" % BODY_TIMEOUT_MS,
