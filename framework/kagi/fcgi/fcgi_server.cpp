@@ -81,6 +81,9 @@ class Conn {
   bool reusable = true;
   // The last read stopped at its limit: bytes may be waiting that no new edge announces.
   bool more_waiting = false;
+  // The web server shut its side (an event said EPOLLRDHUP or EPOLLHUP): no request comes
+  // after the one being read. The edge that said so is not repeated.
+  bool input_closed = false;
   // Watched for EPOLLOUT too (a response being written, or a record already buffered): the
   // next park watches for input only again.
   bool watching_out = false;
@@ -467,8 +470,11 @@ bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
   // Keeps the count it was written under: a stop waits for the response to go out.
   conn->holds_count = true;
   conn->watching_out = true;
-  // Re-armed: the kernel reports what is ready now, whatever came while it was held.
-  if (!put_idle_locked(conn, true, kConnEvents | EPOLLOUT)) {
+  // Watched for output only: input that waits meanwhile (an abort record, the next request)
+  // would be reported at once and again after every attempt, a worker spinning on a response
+  // the web server does not take. park_locked's re-arm after the write reports it. (A hang-up
+  // is always reported.)
+  if (!put_idle_locked(conn, true, EPOLLOUT | EPOLLET)) {
     conn->holds_count = false;
     return false;
   }
@@ -601,6 +607,7 @@ void Core::worker_loop() {
         auto it = conns_.find(ev.data.u64);  // none: closed by a stop or a deadline meanwhile
         if (it != conns_.end() && it->second.conn) {
           conn = take(it->second);
+          if ((ev.events & (EPOLLRDHUP | EPOLLHUP)) != 0) conn->input_closed = true;
           if (conn->stage != Stage::kIdle) --timed_;
           if (!conn->holds_count) ++in_flight_;
           conn->holds_count = false;
@@ -733,6 +740,9 @@ void Core::end_accept_episode_locked(Clock::time_point now) {
 void Core::on_readable(std::unique_ptr<Conn> conn) {
   if (conn->stage == Stage::kWrite) return write_response(std::move(conn));
   const bool open = read_available(*conn, kReadPerEvent);
+  // A request read along with the end of the input is answered, and the connection closed
+  // after it: no edge would come to say the input ended.
+  if (!open || conn->input_closed) conn->reusable = false;
   const RequestReader::Status status = conn->reader.advance();
   std::string& replies = conn->reader.replies();
   if (!replies.empty()) {
@@ -751,7 +761,7 @@ void Core::on_readable(std::unique_ptr<Conn> conn) {
     return finish(std::move(conn), Then::kClose);
   }
   if (status == RequestReader::Status::kComplete) return serve(std::move(conn));
-  if (!open) {
+  if (!open || (conn->input_closed && !conn->more_waiting)) {
     // The peer closed (an idle kept connection: the usual end), or failed mid-request.
     return finish(std::move(conn), Then::kClose);
   }

@@ -3,7 +3,10 @@ broken or hostile peer on the socket can. Garbage closes the connection (and onl
 FCGI_GET_VALUES is answered; params over the limit get 431; a body slower than
 limits.body_timeout_ms gets 408 and the connection carries the next request. And what the
 edge-triggered watch of a connection must not lose: a request sent along with the one before
-it, and a body more than one read takes (256 KiB) sent at once, are answered at once."""
+it, and a body more than one read takes (256 KiB) sent at once, are answered at once; a
+request sent with the end of its connection's input is answered and the connection closed; and
+input that waits while a response is backed up is answered after it, no worker spinning on it
+meanwhile."""
 
 import os
 import socket
@@ -50,6 +53,12 @@ def encoded(conn, method, uri, body=b"", headers=None):
         conn.sock = real
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far."""
+    fields = open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_edges(env, fail):
     """No event announces bytes that are already waiting: kagi must look again by itself."""
     port = harness.free_port()
@@ -89,6 +98,44 @@ def test_edges(env, fail):
                        "after %.3f s)" % (i, r.status, took))
             break
     c.close()
+
+    # A request and then the end of the input, at once: answered, then the connection closed
+    # (the edge that said the input ended came with the request's bytes).
+    for i in range(10):
+        h = fcgi_client.Conn(("127.0.0.1", port))
+        h.sock.sendall(encoded(h, "GET", "/_test/echo?half=%d" % i))
+        h.sock.shutdown(socket.SHUT_WR)
+        r = h.read_response()
+        closed = closed_by_kagi(h.sock, 3.0)
+        h.close()
+        if r.status != 200 or not closed or i == 9:
+            fail.check(r.status == 200 and closed, "a request sent with the end of the input is "
+                       "answered and its connection closed (try %d: %d, closed %s)"
+                       % (i, r.status, closed))
+            break
+
+    # A response the client does not read (3 MiB, a small receive buffer) while its next
+    # request waits: no worker spins meanwhile, and both are answered once it reads.
+    w = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    w.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    w.settimeout(10.0)
+    w.connect(("127.0.0.1", port))
+    b = fcgi_client.Conn.__new__(fcgi_client.Conn)
+    b.sock, b.buf = w, b""
+    b.sock.sendall(encoded(b, "POST", "/_test/echo", body, form))
+    time.sleep(0.5)  # kagi has written what the buffers take, and waits for the rest
+    b.sock.sendall(encoded(b, "GET", "/_test/echo?n=after"))
+    before = cpu_seconds(kagi.pid)
+    time.sleep(1.0)
+    spent = cpu_seconds(kagi.pid) - before
+    fail.check(spent < 0.3, "no worker spins on a response backed up while input waits "
+               "(%.2f s of CPU in 1 s)" % spent)
+    big, after = b.read_response(), b.read_response()
+    fail.check(big.status == 200 and len(big.body) > 3 * 1024 * 1024
+               and after.status == 200 and b"arg n=after" in after.body,
+               "the backed-up response and the request sent meanwhile are both answered "
+               "(%d, %d bytes; %d)" % (big.status, len(big.body), after.status))
+    b.close()
     fail.check(kagi.poll() is None, "kagi (TCP) still running")
 
 
