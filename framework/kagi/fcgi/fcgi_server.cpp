@@ -188,13 +188,24 @@ class Core : public std::enable_shared_from_this<Core> {
   // `conn` goes back watched for EPOLLOUT as well, keeping its in-flight count, until the
   // web server takes more of its response. False as park_locked.
   bool park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) KAGI_REQUIRES(mu_);
-  struct Slot;
-  // Takes the idle connection of `slot`: its events meanwhile mark the slot.
-  static std::unique_ptr<Conn> take(Slot& slot);
-  // Puts `conn` back into its slot and, if `rearm`, re-arms it for `events` (edge-triggered:
-  // the kernel reports at once what is ready now). False (conn left in place, the slot gone)
-  // when it cannot be watched.
-  bool put_idle_locked(std::unique_ptr<Conn>& conn, bool rearm, uint32_t events) KAGI_REQUIRES(mu_);
+  // Every open connection, by id: its Conn while it waits in the epoll set (idle), none while
+  // a worker or an exchange holds it (being read, served, parked or written), and whether an
+  // event came for it meanwhile. Edge-triggered, that event is not repeated: the connection is
+  // re-armed when it comes back, so that what arrived is not left unread. One slot from the
+  // accept to the close: a request allocates nothing here.
+  struct Slot {
+    std::unique_ptr<Conn> conn;
+    bool marked = false;
+  };
+  using Slots = std::unordered_map<uint64_t, Slot>;
+  // Takes the idle connection of `slot` (its events meanwhile mark the slot), with its counts:
+  // in flight (unless it holds its own), no longer a deadline to sweep.
+  std::unique_ptr<Conn> take_locked(Slot& slot) KAGI_REQUIRES(mu_);
+  // Puts `conn` back into its slot `it` and, if `rearm`, re-arms it for `events`
+  // (edge-triggered: the kernel reports at once what is ready now). False (conn left in place,
+  // the slot gone) when it cannot be watched.
+  bool put_idle_locked(Slots::iterator it, std::unique_ptr<Conn>& conn, bool rearm, uint32_t events)
+      KAGI_REQUIRES(mu_);
   // Takes the idle connections whose deadline passed; the caller ends them.
   std::vector<std::unique_ptr<Conn>> take_expired_locked(Clock::time_point now) KAGI_REQUIRES(mu_);
   void expire(std::unique_ptr<Conn> conn) KAGI_EXCLUDES(mu_);
@@ -220,16 +231,7 @@ class Core : public std::enable_shared_from_this<Core> {
   ListenSocket listen_ KAGI_GUARDED_BY(mu_);
   // Connections waiting (armed in epoll) for bytes of their next or current request, by id.
   // A worker that gets one's event takes it out; it goes back before it is re-armed.
-  // Every open connection, by id: its Conn while it waits in the epoll set (idle), none while
-  // a worker or an exchange holds it (being read, served, parked or written), and whether an
-  // event came for it meanwhile. Edge-triggered, that event is not repeated: the connection is
-  // re-armed when it comes back, so that what arrived is not left unread. One slot from the
-  // accept to the close: a request allocates nothing here.
-  struct Slot {
-    std::unique_ptr<Conn> conn;
-    bool marked = false;
-  };
-  std::unordered_map<uint64_t, Slot> conns_ KAGI_GUARDED_BY(mu_);
+  Slots conns_ KAGI_GUARDED_BY(mu_);
   // How many idle connections have a deadline (a request begun): the sweep skips the
   // scan when none has.
   size_t timed_ KAGI_GUARDED_BY(mu_) = 0;
@@ -370,17 +372,21 @@ void Core::stop() {
   stop_cv_.notify_all();
 }
 
-std::unique_ptr<Conn> Core::take(Slot& slot) {
+std::unique_ptr<Conn> Core::take_locked(Slot& slot) {
+  Conn& conn = *slot.conn;
+  if (conn.stage != Stage::kIdle) --timed_;
+  if (!conn.holds_count) ++in_flight_;
+  conn.holds_count = false;
   slot.marked = false;
   return std::move(slot.conn);
 }
 
-bool Core::put_idle_locked(std::unique_ptr<Conn>& conn, bool rearm, uint32_t events) {
+bool Core::put_idle_locked(Slots::iterator it, std::unique_ptr<Conn>& conn, bool rearm,
+                           uint32_t events) {
   // Back in its slot before it is re-armed, so the worker that gets its next event finds it;
   // under mu_, so a stop cannot close it in between.
   const uint64_t id = conn->id();
   const int fd = conn->fd();
-  auto it = conns_.try_emplace(id).first;
   it->second.conn = std::move(conn);
   it->second.marked = false;
   if (rearm && !arm(EPOLL_CTL_MOD, fd, id, events)) {
@@ -412,11 +418,11 @@ bool Core::park_locked(std::unique_ptr<Conn>& conn) {
   // Re-armed, the kernel looks at once at what is ready: what came while the connection was
   // held, what a read left at its limit, the buffered record. Else nothing is waiting that a
   // new edge would not announce, and the watch stays as it is.
-  bool rearm = buffered || conn->more_waiting || conn->watching_out;
-  if (auto it = conns_.find(conn->id()); it != conns_.end()) rearm = rearm || it->second.marked;
+  const auto slot = conns_.try_emplace(conn->id()).first;  // its own, kept while held
+  const bool rearm = buffered || conn->more_waiting || conn->watching_out || slot->second.marked;
   conn->watching_out = buffered;
   const Stage parked_stage = conn->stage;
-  if (!put_idle_locked(conn, rearm, kConnEvents | (buffered ? uint32_t{EPOLLOUT} : 0u))) {
+  if (!put_idle_locked(slot, conn, rearm, kConnEvents | (buffered ? uint32_t{EPOLLOUT} : 0u))) {
     return false;
   }
   if (parked_stage != Stage::kIdle) ++timed_;
@@ -474,7 +480,7 @@ bool Core::park_writing_locked(std::unique_ptr<Conn>& conn, bool progressed) {
   // would be reported at once and again after every attempt, a worker spinning on a response
   // the web server does not take. park_locked's re-arm after the write reports it. (A hang-up
   // is always reported.)
-  if (!put_idle_locked(conn, true, EPOLLOUT | EPOLLET)) {
+  if (!put_idle_locked(conns_.try_emplace(conn->id()).first, conn, true, EPOLLOUT | EPOLLET)) {
     conn->holds_count = false;
     return false;
   }
@@ -606,11 +612,8 @@ void Core::worker_loop() {
       if (n == 1 && ev.data.u64 >= kFirstConnId) {
         auto it = conns_.find(ev.data.u64);  // none: closed by a stop or a deadline meanwhile
         if (it != conns_.end() && it->second.conn) {
-          conn = take(it->second);
+          conn = take_locked(it->second);
           if ((ev.events & (EPOLLRDHUP | EPOLLHUP)) != 0) conn->input_closed = true;
-          if (conn->stage != Stage::kIdle) --timed_;
-          if (!conn->holds_count) ++in_flight_;
-          conn->holds_count = false;
         } else if (it != conns_.end()) {
           it->second.marked = true;  // held: looked at again when its holder puts it back
         }
@@ -631,11 +634,8 @@ std::vector<std::unique_ptr<Conn>> Core::take_expired_locked(Clock::time_point n
   std::vector<std::unique_ptr<Conn>> out;
   if (timed_ == 0) return out;
   for (auto& [id, slot] : conns_) {
-    if (!slot.conn || slot.conn->deadline > now) continue;
-    --timed_;
-    if (!slot.conn->holds_count) ++in_flight_;
-    slot.conn->holds_count = false;
-    out.push_back(take(slot));  // held now: its pending event, if any, marks the slot
+    if (!slot.conn || slot.conn->deadline > now) continue;  // past it: never Stage::kIdle
+    out.push_back(take_locked(slot));  // held now: its pending event, if any, marks the slot
   }
   return out;
 }
