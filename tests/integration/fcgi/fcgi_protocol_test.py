@@ -35,24 +35,6 @@ def closed_by_kagi(sock, timeout=5.0):
         return False
 
 
-class _Capture:
-    def __init__(self):
-        self.data = b""
-
-    def sendall(self, data):
-        self.data += data
-
-
-def encoded(conn, method, uri, body=b"", headers=None):
-    """The records of one request, as conn.send_request would send them."""
-    real, conn.sock = conn.sock, _Capture()
-    try:
-        conn.send_request(method, uri, body, headers)
-        return conn.sock.data
-    finally:
-        conn.sock = real
-
-
 def cpu_seconds(pid):
     """User + system CPU time of process `pid` so far."""
     fields = open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()
@@ -71,8 +53,8 @@ def test_edges(env, fail):
     # Two requests in one write: the second is read along with the first, and buffered.
     for i in range(20):
         t0 = time.monotonic()
-        c.sock.sendall(encoded(c, "GET", "/_test/echo?n=%d" % (2 * i))
-                       + encoded(c, "GET", "/_test/echo?n=%d" % (2 * i + 1)))
+        c.sock.sendall(fcgi_client.request_bytes("GET", "/_test/echo?n=%d" % (2 * i))
+                       + fcgi_client.request_bytes("GET", "/_test/echo?n=%d" % (2 * i + 1)))
         first, second = c.read_response(), c.read_response()
         took = time.monotonic() - t0
         ok = (first.status == 200 and b"arg n=%d\n" % (2 * i) in first.body
@@ -88,7 +70,7 @@ def test_edges(env, fail):
     form = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": "kagi_csrf=" + token}
     for i in range(5):
         t0 = time.monotonic()
-        c.sock.sendall(encoded(c, "POST", "/_test/echo", body, form))
+        c.sock.sendall(fcgi_client.request_bytes("POST", "/_test/echo", body, form))
         r = c.read_response()
         took = time.monotonic() - t0
         ok = r.status == 200 and b"field a=xxxx" in r.body
@@ -103,7 +85,7 @@ def test_edges(env, fail):
     # (the edge that said the input ended came with the request's bytes).
     for i in range(10):
         h = fcgi_client.Conn(("127.0.0.1", port))
-        h.sock.sendall(encoded(h, "GET", "/_test/echo?half=%d" % i))
+        h.sock.sendall(fcgi_client.request_bytes("GET", "/_test/echo?half=%d" % i))
         h.sock.shutdown(socket.SHUT_WR)
         r = h.read_response()
         closed = closed_by_kagi(h.sock, 3.0)
@@ -116,15 +98,10 @@ def test_edges(env, fail):
 
     # A response the client does not read (3 MiB, a small receive buffer) while its next
     # request waits: no worker spins meanwhile, and both are answered once it reads.
-    w = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    w.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    w.settimeout(10.0)
-    w.connect(("127.0.0.1", port))
-    b = fcgi_client.Conn.__new__(fcgi_client.Conn)
-    b.sock, b.buf = w, b""
-    b.sock.sendall(encoded(b, "POST", "/_test/echo", body, form))
+    b = fcgi_client.Conn(("127.0.0.1", port), rcvbuf=4096)
+    b.sock.sendall(fcgi_client.request_bytes("POST", "/_test/echo", body, form))
     time.sleep(0.5)  # kagi has written what the buffers take, and waits for the rest
-    b.sock.sendall(encoded(b, "GET", "/_test/echo?n=after"))
+    b.sock.sendall(fcgi_client.request_bytes("GET", "/_test/echo?n=after"))
     before = cpu_seconds(kagi.pid)
     time.sleep(1.0)
     spent = cpu_seconds(kagi.pid) - before

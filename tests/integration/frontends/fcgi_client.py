@@ -39,10 +39,40 @@ class Response:
         return None
 
 
+def request_bytes(method, uri, body=b"", headers=None, keep=True, content_length=True,
+                  request_id=1):
+    """The records of one request, as Conn.send_request sends them."""
+    params = {
+        "REQUEST_METHOD": method,
+        "REQUEST_URI": uri,
+        "QUERY_STRING": uri.partition("?")[2],
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "192.0.2.7",
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": "80",
+    }
+    if content_length and body:
+        params["CONTENT_LENGTH"] = str(len(body))
+    for name, value in (headers or {}).items():
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            key = "HTTP_" + key
+        params[key] = value
+    data = _record(BEGIN_REQUEST, request_id,
+                   struct.pack("!HB5x", RESPONDER, KEEP_CONN if keep else 0))
+    data += _record(PARAMS, request_id, _params(params)) + _record(PARAMS, request_id)
+    for i in range(0, len(body), 65535):
+        data += _record(STDIN, request_id, body[i:i + 65535])
+    data += _record(STDIN, request_id)
+    return data
+
+
 class Conn:
-    def __init__(self, address, timeout=10.0):
+    def __init__(self, address, timeout=10.0, rcvbuf=None):
         family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if rcvbuf:  # before connect: a small window makes the server's writes back up
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(timeout)
         self.sock.connect(address)
         self.buf = b""
@@ -52,29 +82,8 @@ class Conn:
 
     def send_request(self, method, uri, body=b"", headers=None, keep=True, content_length=True,
                      request_id=1):
-        params = {
-            "REQUEST_METHOD": method,
-            "REQUEST_URI": uri,
-            "QUERY_STRING": uri.partition("?")[2],
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "192.0.2.7",
-            "SERVER_NAME": "localhost",
-            "SERVER_PORT": "80",
-        }
-        if content_length and body:
-            params["CONTENT_LENGTH"] = str(len(body))
-        for name, value in (headers or {}).items():
-            key = name.upper().replace("-", "_")
-            if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-                key = "HTTP_" + key
-            params[key] = value
-        data = _record(BEGIN_REQUEST, request_id,
-                       struct.pack("!HB5x", RESPONDER, KEEP_CONN if keep else 0))
-        data += _record(PARAMS, request_id, _params(params)) + _record(PARAMS, request_id)
-        for i in range(0, len(body), 65535):
-            data += _record(STDIN, request_id, body[i:i + 65535])
-        data += _record(STDIN, request_id)
-        self.sock.sendall(data)
+        self.sock.sendall(request_bytes(method, uri, body, headers, keep, content_length,
+                                        request_id))
 
     def _read(self, n):
         while len(self.buf) < n:
