@@ -11,52 +11,44 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "slow_sync_fs.hpp"
 
 namespace kagi::store::detail {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::SlowSyncFs;
 
 class GroupSyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/kagi-group-sync-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    path_ = (root_ / "board.log").string();
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    ASSERT_GE(fd_, 0);
+    ASSERT_FALSE(tmp_.path().empty());
+    path_ = tmp_.path() + "/board.log";
+    fd_.reset(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    ASSERT_GE(fd_.get(), 0);
     struct stat st {};
-    ASSERT_EQ(::fstat(fd_, &st), 0);
+    ASSERT_EQ(::fstat(fd_.get(), &st), 0);
     id_ = FileId{.dev = st.st_dev, .ino = st.st_ino, .birth_ns = 0};
-  }
-  void TearDown() override {
-    ::close(fd_);
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
 
   // The file must be durable up to `end` (its bytes do not matter to the rounds).
   std::vector<SyncNeed> need(uint64_t end) {
     std::vector<SyncNeed> needs;
     needs.push_back(
-        SyncNeed{.id = id_, .end = end, .fd = util::UniqueFd(::dup(fd_)), .path = path_});
+        SyncNeed{.id = id_, .end = end, .fd = util::UniqueFd(::dup(fd_.get())), .path = path_});
     return needs;
   }
 
-  fs::path root_;
+  test_support::TempDir tmp_;
   std::string path_;
-  int fd_ = -1;
+  util::UniqueFd fd_;
   FileId id_;
 };
 
