@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -52,15 +51,19 @@ class GroupSyncTest : public ::testing::Test {
   FileId id_;
 };
 
-// drain() (the App's shutdown) returns once every answer is given, not only flushed.
+// drain() (the App's shutdown) returns once every answer is given, not only flushed: here it
+// is called while the round's only answer is running, its request already taken off the queue.
 TEST_F(GroupSyncTest, DrainReturnsOnceEveryAnswerIsGiven) {
   SlowSyncFs slow;
   GroupSync sync(slow);
+  std::promise<void> answering;
   std::atomic<bool> answered{false};
   sync.submit(need(1), [&](Status) {
+    answering.set_value();
     std::this_thread::sleep_for(100ms);
     answered = true;
   });
+  ASSERT_EQ(answering.get_future().wait_for(10s), std::future_status::ready);
   sync.drain();
   EXPECT_TRUE(answered.load());
 }
